@@ -1,0 +1,41 @@
+# floeline's two README commands: `make demo` and `make test`. Both do all the set-up
+# (virtualenv from requirements.lock, the local Kafka broker's jars, Spark's packages).
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.floeline-setup
+
+.PHONY: setup demo test unit bench kafka-start kafka-stop clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@command -v java >/dev/null || { echo "floeline needs Java 17 (a JDK): apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+	@command -v mvn >/dev/null || { echo "floeline's set-up fetches the Kafka broker with Maven: apt-get install maven" >&2; exit 1; }
+	@command -v $(PYTHON) >/dev/null || { echo "floeline needs Python 3.11 ($(PYTHON) not found)" >&2; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/floeline setup
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/floeline demo
+
+test: setup
+	$(BIN)/pytest -q tests
+
+unit: setup
+	$(BIN)/pytest -q tests/unit
+
+bench: setup
+	$(BIN)/python bench/bench_ingest.py
+
+kafka-start: setup
+	$(BIN)/floeline kafka start
+
+kafka-stop:
+	$(BIN)/floeline kafka stop
+
+clean:
+	rm -rf warehouse .floeline

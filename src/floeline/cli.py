@@ -1,0 +1,144 @@
+"""floeline's command line: run | validate | sql | demo | kafka | setup."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from floeline.errors import FloelineError
+
+
+def _cmd_validate(args) -> int:
+    from floeline.config import describe_ignored, load_config
+    from floeline.naming import table_for_topic
+
+    config = load_config(args.config)
+    ignored = describe_ignored(config)
+    if ignored:
+        print(ignored, file=sys.stderr)
+    topics = list(config.topics)
+    if config.topics_regex:
+        print(f"topics.regex={config.topics_regex}: each matching topic maps as below")
+        try:
+            from floeline.sources.kafka import KafkaCluster
+
+            topics = sorted(KafkaCluster(config.bootstrap_servers).partitions(
+                pattern=config.topics_regex))
+        except FloelineError as exc:
+            print(f"(cannot list matching topics: {exc})", file=sys.stderr)
+    for topic in topics:
+        table = table_for_topic(topic, config.topic_map)
+        print(f"{topic} -> {config.database}.{config.schema}.{table}")
+    print(f"config {args.config} is valid (connector {config.name})")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from floeline.config import describe_ignored, load_config
+    from floeline.ingest import Connector
+    from floeline.spark import get_spark
+
+    config = load_config(args.config)
+    ignored = describe_ignored(config)
+    if ignored:
+        print(ignored, file=sys.stderr)
+    connector = Connector(config, get_spark(config.spark_master))
+    connector.run(until_caught_up=args.until_caught_up)
+    return 0
+
+
+def _cmd_sql(args) -> int:
+    from floeline.spark import get_spark
+    from floeline.sql.query import format_rows, run_sql
+    from floeline.warehouse.catalog import Warehouse
+
+    statement = args.statement
+    if statement is None or statement == "-":
+        statement = sys.stdin.read()
+    warehouse = Warehouse(args.warehouse or os.environ.get("FLOELINE_WAREHOUSE", "./warehouse"))
+    result = run_sql(get_spark(), statement, warehouse)
+    print(format_rows(result, args.format))
+    return 0
+
+
+def _cmd_kafka(args) -> int:
+    from floeline import devkafka
+
+    if args.action == "start":
+        print(f"bootstrap.servers={devkafka.start(args.state_dir, args.port)}")
+    elif args.action == "stop":
+        print("stopped" if devkafka.stop(args.state_dir) else "not running")
+    else:
+        running = devkafka.running_bootstrap(args.state_dir)
+        print(f"bootstrap.servers={running}" if running else "not running")
+        return 0 if running else 1
+    return 0
+
+
+def _cmd_setup(_args) -> int:
+    """Fetch everything a first run needs: the broker's jars and Spark's packages."""
+    from floeline import devkafka
+    from floeline.spark import get_spark
+
+    print(f"kafka broker jars: {devkafka.fetch_broker_jars()}")
+    spark = get_spark()
+    spark.range(1).count()
+    print("spark packages: resolved and cached")
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from floeline.demo import run_demo
+
+    return run_demo(warehouse=args.warehouse)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="floeline", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run a connector (Kafka Connect properties or REST JSON)")
+    p.add_argument("config")
+    p.add_argument("--until-caught-up", action="store_true",
+                   help="process what the topics hold now, then exit 0")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("validate", help="check a connector config and show topic -> table")
+    p.add_argument("config")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("sql", help="run Spark SQL on the warehouse tables")
+    p.add_argument("statement", nargs="?", help="the statement; '-' or nothing reads stdin")
+    p.add_argument("--warehouse", help="warehouse root (default $FLOELINE_WAREHOUSE or ./warehouse)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=_cmd_sql)
+
+    p = sub.add_parser("kafka", help="the local single-node Kafka broker for demos and tests")
+    p.add_argument("action", choices=("start", "stop", "status"))
+    p.add_argument("--state-dir", help="broker state (default $FLOELINE_KAFKA_STATE or ./.floeline/kafka)")
+    p.add_argument("--port", type=int, help="listener port (default $FLOELINE_KAFKA_PORT or 19092)")
+    p.set_defaults(func=_cmd_kafka)
+
+    p = sub.add_parser("setup", help="fetch the broker jars and Spark packages")
+    p.set_defaults(func=_cmd_setup)
+
+    p = sub.add_parser("demo", help="local broker + ORDERS events -> a Delta table, printed")
+    p.add_argument("--warehouse", default="./warehouse")
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except FloelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

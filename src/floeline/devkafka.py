@@ -1,0 +1,413 @@
+"""The local single-node Apache Kafka broker (KRaft mode) used by the demo, the tests
+and the benchmarks.
+
+It is the real broker: its jars come from Maven (a tiny pom in floeline/resources plus
+`mvn dependency:copy-dependencies`), cached once under `cache_dir()`. The broker runs
+detached from the process that started it, so `floeline kafka start` can return while
+the broker keeps serving; everything about one broker (config, data, log, pid) lives
+in its state directory, which is how `start`, `stop` and `running_bootstrap` find it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+from floeline.errors import FloelineError, ServiceUnavailable
+
+KAFKA_VERSION = "4.1.2"
+DEFAULT_PORT = 19092
+HOST = "127.0.0.1"
+
+_INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
+                 "`apt-get install openjdk-17-jdk-headless maven`")
+_COMPLETE_MARKER = ".floeline-complete"
+_children: list[subprocess.Popen] = []  # brokers this process started
+
+
+# ---------------------------------------------------------------- locations
+
+def cache_dir() -> Path:
+    """Where downloaded broker jars live, shared by every state dir: `$FLOELINE_CACHE`
+    or `~/.cache/floeline`."""
+    return Path(os.environ.get("FLOELINE_CACHE") or Path.home() / ".cache" / "floeline").expanduser()
+
+
+def _state_dir(state_dir: Path | str | None) -> Path:
+    """Absolute, because the paths end up in server.properties and the pid file."""
+    raw = state_dir or os.environ.get("FLOELINE_KAFKA_STATE") or Path(".floeline") / "kafka"
+    return Path(raw).expanduser().resolve()
+
+
+def _default_port() -> int:
+    raw = os.environ.get("FLOELINE_KAFKA_PORT")
+    if not raw:
+        return DEFAULT_PORT
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise FloelineError(f"FLOELINE_KAFKA_PORT={raw!r} is not a TCP port; "
+                            f"set it to a number between 1 and 65535 (default {DEFAULT_PORT})")
+    return port
+
+
+# ---------------------------------------------------------------- jars
+
+def fetch_broker_jars() -> Path:
+    """The broker's classpath directory, downloaded with Maven on first use.
+
+    Maven writes into a private temp dir that is renamed into place only when complete
+    (the marker file is written last), so an interrupted download is never used and two
+    processes racing here both end up with the same complete directory. The marker holds
+    a hash of the pom, so editing the pom fetches the jars again."""
+    libs = cache_dir() / f"kafka-{KAFKA_VERSION}" / "libs"
+    pom_text = _resource_text("kafka-pom.xml")
+    stamp = hashlib.sha256(pom_text.encode()).hexdigest()[:16]
+    if _marker(libs) == stamp:
+        return libs
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None:
+            raise ServiceUnavailable(f"`{tool}` is not on PATH; the local Kafka broker needs it "
+                                     f"to download and run its jars: {_INSTALL_HINT}")
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    print(f"floeline: downloading the Apache Kafka {KAFKA_VERSION} broker jars with Maven "
+          f"into {libs} (first run only)...", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="fetch-", dir=libs.parent) as tmp:
+        pom = Path(tmp) / "pom.xml"
+        pom.write_text(pom_text)
+        staged = Path(tmp) / "libs"
+        cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+               "-DincludeScope=runtime", f"-DoutputDirectory={staged}"]
+        done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if done.returncode != 0 or not any(staged.glob("kafka_2.13-*.jar")):
+            output = _last_lines(done.stdout + done.stderr, 30)
+            raise ServiceUnavailable(
+                f"Maven could not fetch the Kafka {KAFKA_VERSION} broker jars "
+                f"(`{' '.join(cmd)}` exited {done.returncode}); check network access to "
+                f"Maven's repository and your ~/.m2/settings.xml. Maven said:\n{output}")
+        (staged / _COMPLETE_MARKER).write_text(stamp)
+        if libs.exists() and _marker(libs) != stamp:
+            shutil.rmtree(libs, ignore_errors=True)  # incomplete, or made from an older pom
+        try:
+            staged.rename(libs)
+        except OSError:
+            if _marker(libs) != stamp:
+                raise
+            # another process finished first; its directory is just as good
+    print(f"floeline: Kafka broker jars ready ({time.monotonic() - started:.0f}s)",
+          file=sys.stderr, flush=True)
+    return libs
+
+
+def _marker(libs: Path) -> str | None:
+    try:
+        return (libs / _COMPLETE_MARKER).read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
+def _resource_text(name: str) -> str:
+    return resources.files("floeline.resources").joinpath(name).read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- start / stop
+
+def start(state_dir: Path | str | None = None, port: int | None = None,
+          timeout_s: float = 60) -> str:
+    """Start the broker for `state_dir` (or find it already running) and return its
+    bootstrap servers, `127.0.0.1:PORT`, once it answers metadata requests.
+
+    Idempotent: a live broker recorded in the state dir is returned as is, even if it
+    listens on another port than the one asked for."""
+    state = _state_dir(state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    with _start_lock(state):
+        pid = _recorded_pid(state)
+        if pid is not None and _is_our_broker(pid, state):
+            bootstrap = (state / "bootstrap").read_text().strip()
+            _wait_until_serving(bootstrap, lambda: _is_our_broker(pid, state), state, timeout_s)
+            return bootstrap
+        return _launch(state, port if port is not None else _default_port(), timeout_s)
+
+
+def stop(state_dir: Path | str | None = None, timeout_s: float = 30) -> bool:
+    """Stop the broker recorded in the state dir: SIGTERM for a clean shutdown, SIGKILL
+    if it has not exited after `timeout_s`. Returns False if none was running."""
+    state = _state_dir(state_dir)
+    pid = _recorded_pid(state)
+    if pid is None or not _is_our_broker(pid, state):
+        (state / "broker.pid").unlink(missing_ok=True)
+        return False
+    _signal(pid, signal.SIGTERM)
+    if not _wait_for_exit(pid, state, timeout_s):
+        _signal(pid, signal.SIGKILL)
+        _wait_for_exit(pid, state, 10)
+    (state / "broker.pid").unlink(missing_ok=True)
+    return True
+
+
+def running_bootstrap(state_dir: Path | str | None = None) -> str | None:
+    """The bootstrap of the state dir's broker if it is alive and its port accepts
+    connections, else None. Cheap: no Kafka request is made."""
+    state = _state_dir(state_dir)
+    pid = _recorded_pid(state)
+    if pid is None or not _is_our_broker(pid, state):
+        return None
+    try:
+        bootstrap = (state / "bootstrap").read_text().strip()
+    except FileNotFoundError:
+        return None
+    return bootstrap if _port_accepts(int(bootstrap.rsplit(":", 1)[1])) else None
+
+
+def _launch(state: Path, port: int, timeout_s: float) -> str:
+    if _port_accepts(port) or not _port_free(port):
+        raise ServiceUnavailable(
+            f"port {port} on {HOST} is already in use by another program (not the floeline "
+            f"broker of {state}); stop that program or pick another port with "
+            f"FLOELINE_KAFKA_PORT=<port> (or `port=` / --port)")
+    if shutil.which("java") is None:
+        raise ServiceUnavailable(f"`java` is not on PATH; the local Kafka broker needs it: "
+                                 f"{_INSTALL_HINT}")
+    libs = fetch_broker_jars()
+    controller_port = _pick_controller_port(port)
+    props = state / "server.properties"
+    props.write_text(_server_properties(state, port, controller_port))
+    log4j = state / "log4j2.yaml"
+    log4j.write_text(_resource_text("kafka-log4j2.yaml"))
+    java = ["java", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{libs}/*"]
+
+    if not (state / "data" / "meta.properties").exists():
+        _format_storage(java, props)
+
+    bootstrap = f"{HOST}:{port}"
+    with open(state / "broker.log", "w") as log:
+        proc = subprocess.Popen(
+            [*java, "-Xms256m", "-Xmx768m", "kafka.Kafka", str(props)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            cwd=state, start_new_session=True)  # own session: outlives the CLI and its terminal
+    _children.append(proc)  # keeps the Popen alive: no "still running" ResourceWarning
+    (state / "bootstrap").write_text(bootstrap + "\n")
+    (state / "broker.pid").write_text(f"{proc.pid}\n")
+    try:
+        # poll(), not _is_our_broker(): right after exec /proc/<pid>/cmdline can read empty
+        _wait_until_serving(bootstrap, lambda: proc.poll() is None, state, timeout_s)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        (state / "broker.pid").unlink(missing_ok=True)
+        raise
+    return bootstrap
+
+
+def _format_storage(java: list[str], props: Path) -> None:
+    """One-time KRaft storage format; the broker refuses to start without it."""
+    cmd = java + ["kafka.tools.StorageTool", "format", "--standalone",
+                  "-t", _new_cluster_id(), "-c", str(props)]
+    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise ServiceUnavailable(
+            f"formatting the Kafka storage failed (exit {done.returncode}) with "
+            f"`{' '.join(cmd)}`:\n{_last_lines(done.stdout + done.stderr, 30)}")
+
+
+def _new_cluster_id() -> str:
+    """Kafka's own format: a random UUID, base64url without padding (22 chars). Like
+    Kafka we avoid a leading '-', which the command line would take for an option."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
+def _server_properties(state: Path, port: int, controller_port: int) -> str:
+    """One node that is both broker and controller, with single-replica internal topics
+    and limits large enough for the tests' 10 MB records."""
+    max_bytes = 20 * 1024 * 1024
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": 1,
+        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.bootstrap.servers": f"{HOST}:{controller_port}",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": state / "data",
+        "num.partitions": 1,
+        "offsets.topic.replication.factor": 1,
+        "offsets.topic.num.partitions": 1,  # one node: fewer partitions, faster first group join
+        "transaction.state.log.replication.factor": 1,
+        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.num.partitions": 1,
+        "share.coordinator.state.topic.replication.factor": 1,
+        "share.coordinator.state.topic.min.isr": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "auto.create.topics.enable": "true",
+        "log.retention.ms": -1,  # keep everything: tests and benchmarks replay from offset 0
+        "message.max.bytes": max_bytes,
+        "replica.fetch.max.bytes": max_bytes,
+    }
+    lines = ["# Written by floeline.devkafka on every start; edits are overwritten."]
+    lines += [f"{key}={value}" for key, value in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _pick_controller_port(port: int) -> int:
+    """port+1 if free, else any free port; the chosen one is recorded in server.properties."""
+    if port + 1 < 65536 and _port_free(port + 1):
+        return port + 1
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- readiness
+
+def _wait_until_serving(bootstrap: str, alive: Callable[[], bool], state: Path,
+                        timeout_s: float) -> None:
+    """Wait until the broker answers a metadata request (an open port is not enough:
+    KRaft opens it before the broker can serve)."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import KafkaException
+
+    port = int(bootstrap.rsplit(":", 1)[1])
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive():
+            raise ServiceUnavailable(f"the Kafka broker at {bootstrap} exited during start; "
+                                     f"last lines of {state / 'broker.log'}:\n{_log_tail(state)}")
+        if _port_accepts(port):
+            # log_level 0: librdkafka would otherwise print connection errors while we poll
+            admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+            try:
+                if admin.list_topics(timeout=min(5.0, max(0.5, deadline - time.monotonic()))).brokers:
+                    return
+            except KafkaException:
+                pass
+        time.sleep(0.2)
+    raise ServiceUnavailable(
+        f"the Kafka broker at {bootstrap} did not answer within {timeout_s:.0f}s; "
+        f"last lines of {state / 'broker.log'}:\n{_log_tail(state)}")
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    """Create a topic and wait until every partition has a leader, so a producer can
+    write to it right away. An existing topic with the same partition count is fine."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    future = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name]
+    try:
+        future.result(timeout=60)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise ServiceUnavailable(f"creating topic {name!r} on {bootstrap} failed: {exc}") from exc
+    deadline = time.monotonic() + 30
+    while True:
+        topic = admin.list_topics(topic=name, timeout=10).topics.get(name)
+        if topic is not None and topic.error is None and topic.partitions \
+                and all(p.leader >= 0 for p in topic.partitions.values()):
+            break
+        if time.monotonic() > deadline:
+            raise ServiceUnavailable(f"topic {name!r} on {bootstrap} has no leader after 30s")
+        time.sleep(0.1)
+    if len(topic.partitions) != partitions:
+        raise FloelineError(f"topic {name!r} on {bootstrap} already exists with "
+                            f"{len(topic.partitions)} partitions, not {partitions}; "
+                            f"delete it or use another topic name")
+
+
+# ---------------------------------------------------------------- processes
+
+def _recorded_pid(state: Path) -> int | None:
+    try:
+        return int((state / "broker.pid").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _is_our_broker(pid: int, state: Path) -> bool:
+    """True if `pid` is alive and is the Kafka broker of this state dir. Checking the
+    command line guards against the pid having been reused by another process."""
+    if Path("/proc/self").exists():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return False
+    else:  # no /proc (macOS): ask ps
+        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
+        cmdline = done.stdout
+    return "kafka.Kafka" in cmdline and str(state / "server.properties") in cmdline
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _wait_for_exit(pid: int, state: Path, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reap it if this process started it
+        if not _is_our_broker(pid, state):  # a zombie has an empty cmdline: gone
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@contextlib.contextmanager
+def _start_lock(state: Path):
+    """Serialise start() across processes (e.g. parallel test workers) per state dir."""
+    with open(state / "start.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+# ---------------------------------------------------------------- ports and logs
+
+def _port_accepts(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def _port_free(port: int) -> bool:
+    """Bindable the way the JVM binds (SO_REUSEADDR, so TIME_WAIT does not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def _log_tail(state: Path, n: int = 30) -> str:
+    try:
+        return _last_lines((state / "broker.log").read_text(errors="replace"), n)
+    except FileNotFoundError:
+        return "(no broker.log)"
+
+
+def _last_lines(text: str, n: int) -> str:
+    return "\n".join(text.rstrip().splitlines()[-n:])

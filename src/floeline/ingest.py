@@ -1,0 +1,386 @@
+"""The streaming job: one Spark Structured Streaming query per connector; each
+micro-batch is routed topic -> table, shaped by the default pipe, and committed to
+each table together with its channels' offsets.
+
+Per micro-batch (foreachBatch):
+  1. parse values to VARIANT, build RECORD_METADATA, classify bad records;
+  2. drop records a table already holds (offset <= the channel's committed offset:
+     this is what makes replays and lost checkpoints duplicate-free);
+  3. per table: create or evolve it, map first-level keys to columns
+     case-insensitively, convert types, append with the new channel offsets in the
+     same Delta commit;
+  4. advance the Kafka consumer group, print one progress line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from floeline.config import ConnectorConfig
+from floeline.errors import FloelineError, RecordError, TableError
+from floeline.naming import column_name_for_key, table_for_topic
+from floeline.progress import BatchReport
+from floeline.records.content import (
+    PARSE_ERROR_SQL, PARSE_VALUE_SQL, column_type_for, conversion_error_sql, extract_sql,
+    parse_object_schema, present_sql, quote_column, sql_string)
+from floeline.records.metadata import metadata_sql
+from floeline.sources.kafka import KafkaCluster, group_id, starting_offsets_json
+from floeline.warehouse import tables
+from floeline.warehouse.catalog import TableRef, Warehouse
+from floeline.warehouse.channels import commit_metadata, read_offsets
+from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
+
+log = logging.getLogger("floeline")
+
+CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
+_COORDS = ("topic", "partition", "offset")
+
+
+@dataclass
+class _TableState:
+    ref: TableRef
+    offsets: dict[tuple[str, int], int]  # channel (topic, partition) -> last committed offset
+
+
+class Connector:
+    """One connector: its config, its tables' committed offsets, its streaming query."""
+
+    def __init__(self, config: ConnectorConfig, spark, out=None):
+        self.config = config
+        self.spark = spark
+        self.out = out or sys.stdout
+        self.warehouse = Warehouse(config.warehouse)
+        self.cluster = KafkaCluster(config.bootstrap_servers)
+        self.group = group_id(config.name)
+        self._tables: dict[str, _TableState] = {}
+        self.positions: dict[tuple[str, int], int] = {}  # next offset to read, for lag
+        self.row_errors: dict[str, int] = {}  # table -> rows rejected (rowsErrorCount)
+        self.reports: list[BatchReport] = []
+        self.failure: BaseException | None = None
+        self._stop = threading.Event()
+
+    # ---- routing and offsets -------------------------------------------------------
+
+    def table_ref(self, topic: str) -> TableRef:
+        name = table_for_topic(topic, self.config.topic_map)
+        return self.warehouse.table(self.config.database, self.config.schema, name)
+
+    def _state(self, ref: TableRef) -> _TableState:
+        state = self._tables.get(ref.full_name)
+        if state is None:
+            state = _TableState(ref, read_offsets(self.spark, ref, self.config.name))
+            self._tables[ref.full_name] = state
+        return state
+
+    def start_positions(self) -> tuple[dict[tuple[str, int], int], int]:
+        """Where each partition starts when there is no Spark checkpoint: after the
+        offset its table holds; else the consumer group's offset (Snowflake's rule
+        when the offset token is NULL); else the earliest. Also the partition count."""
+        counts = self.cluster.partitions(self.config.topics, self.config.topics_regex)
+        partitions = [(t, p) for t, n in counts.items() for p in range(n)]
+        group = self.cluster.group_offsets(self.group, partitions)
+        earliest = self.cluster.earliest(partitions)
+        positions = {}
+        for tp in partitions:
+            committed = self._state(self.table_ref(tp[0])).offsets.get(tp)
+            if committed is not None:
+                positions[tp] = committed + 1
+            elif tp in group:
+                positions[tp] = group[tp]
+            else:
+                positions[tp] = -2
+            self.positions[tp] = positions[tp] if positions[tp] >= 0 else earliest[tp]
+        return positions, len(partitions)
+
+    # ---- the streaming query -------------------------------------------------------
+
+    def _has_checkpoint(self) -> bool:
+        offsets_dir = os.path.join(self.config.checkpoint_dir, "offsets")
+        return os.path.isdir(offsets_dir) and bool(os.listdir(offsets_dir))
+
+    def build_stream(self):
+        cfg = self.config
+        positions, partition_count = self.start_positions()
+        reader = (self.spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+                  .option("includeHeaders", "true")
+                  .option("maxOffsetsPerTrigger", str(cfg.count_records * max(1, partition_count))))
+        if cfg.topics_regex:
+            reader = reader.option("subscribePattern", cfg.topics_regex)
+        else:
+            reader = reader.option("subscribe", ",".join(cfg.topics))
+        if positions and not self._has_checkpoint():
+            reader = reader.option("startingOffsets", starting_offsets_json(positions))
+        else:
+            reader = reader.option("startingOffsets", "earliest")
+        return reader.load()
+
+    def run(self, until_caught_up: bool = False) -> None:
+        """Run the connector: until the topics are caught up, or until stopped by
+        SIGINT/SIGTERM (or `stop()`). Raises the batch's error when one failed."""
+        writer = (self.build_stream().writeStream
+                  .foreachBatch(self._process_batch_safely)
+                  .option("checkpointLocation", self.config.checkpoint_dir)
+                  .queryName(f"floeline-{self.config.name}"))
+        if until_caught_up:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.config.flush_time_s} seconds")
+        query = writer.start()
+        restore = _install_stop_signals(self._stop)
+        try:
+            while query.isActive and not self._stop.is_set():
+                query.awaitTermination(0.5)
+        except Exception:
+            if self.failure is None:
+                raise
+        finally:
+            if query.isActive:
+                query.stop()
+            restore()
+        if self.failure is not None:
+            raise self.failure
+        if query.exception() is not None:
+            raise FloelineError(f"connector {self.config.name} stopped: {query.exception()}")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _process_batch_safely(self, df, batch_id: int) -> None:
+        try:
+            self.process_batch(df, batch_id)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    # ---- one micro-batch -----------------------------------------------------------
+
+    def process_batch(self, df, batch_id: int) -> BatchReport:
+        started = time.time()
+        cfg = self.config
+        report = BatchReport(batch_id)
+        rows = df.selectExpr("key", "value", "topic", "partition", "offset", "timestamp",
+                             "timestampType", "headers", f"{PARSE_VALUE_SQL} AS v")
+        rows = rows.selectExpr("*", f"{PARSE_ERROR_SQL} AS _error",
+                               f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta")
+        rows = rows.persist()
+        try:
+            channels = rows.groupBy("topic", "partition").agg(
+                {"offset": "min", "*": "count"}).collect()
+            channels = [(r["topic"], r["partition"], r["min(offset)"], r["count(1)"]) for r in channels]
+            if not channels:
+                return self._finish(report, started, {})
+            report.records_read = sum(c[3] for c in channels)
+            by_table: dict[str, list[tuple[str, int]]] = {}
+            for topic, partition, _min, _count in channels:
+                state = self._state(self.table_ref(topic))
+                by_table.setdefault(state.ref.full_name, []).append((topic, partition))
+            max_offsets = self._max_offsets(rows)
+            for full_name, tps in by_table.items():
+                self._write_table(self._tables[full_name], rows, tps, max_offsets, report)
+            return self._finish(report, started, max_offsets, rows)
+        finally:
+            rows.unpersist()
+
+    def _max_offsets(self, rows) -> dict[tuple[str, int], int]:
+        result = rows.groupBy("topic", "partition").agg({"offset": "max"}).collect()
+        return {(r["topic"], r["partition"]): r["max(offset)"] for r in result}
+
+    def _write_table(self, state: _TableState, rows, tps, max_offsets, report: BatchReport):
+        cfg = self.config
+        ref = state.ref
+        mine = " OR ".join(f"(topic = {sql_string(t)} AND partition = {p})" for t, p in tps)
+        table_rows = rows.where(mine)
+        # Replays: rows this table already holds (offset <= the channel's offset token).
+        done = [(t, p, state.offsets[(t, p)]) for t, p in tps if (t, p) in state.offsets]
+        if done:
+            seen = " OR ".join(f"(topic = {sql_string(t)} AND partition = {p} AND offset <= {o})"
+                               for t, p, o in done)
+            report.skipped += table_rows.where(seen).count()
+            table_rows = table_rows.where(f"NOT ({seen})")
+        if cfg.null_values == "IGNORE":
+            report.skipped += table_rows.where("value IS NULL").count()
+            table_rows = table_rows.where("value IS NOT NULL")
+        table_rows = self._reject_bad(table_rows, "_error", ref, "value converter", report)
+
+        fields = self._record_fields(table_rows) if cfg.schematization else {}
+        schema = self._prepare_table(ref, table_rows, fields)
+        shaped = self._shape(schema, table_rows, fields)
+        if "_row_error" in shaped.columns:
+            shaped = self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
+        out = shaped.selectExpr(*[quote_column(c.name) for c in schema.columns])
+        new_offsets = dict(state.offsets)
+        new_offsets.update({tp: max_offsets[tp] for tp in tps})
+        written = out.count()
+        try:
+            (out.write.format("delta").mode("append")
+             .option("userMetadata", commit_metadata(cfg.name, new_offsets))
+             .save(ref.path))
+        except Exception as exc:
+            raise TableError(f"writing to table {ref.full_name} failed: {exc}") from exc
+        state.offsets = new_offsets
+        report.rows_written[ref.name] = report.rows_written.get(ref.name, 0) + written
+
+    def _reject_bad(self, frame, error_column: str, ref: TableRef, stage: str, report: BatchReport,
+                    prefix: str = ""):
+        """Count, log and drop records whose `error_column` is set; with
+        errors.tolerance=none the first one stops the connector instead."""
+        bad = frame.where(f"{error_column} IS NOT NULL")
+        coords = [f"{prefix}{c} AS {c}" for c in _COORDS]
+        first = bad.selectExpr(*coords, error_column).orderBy(*_COORDS).limit(1).collect()
+        if not first:
+            return frame.drop(error_column) if error_column == "_row_error" else frame
+        row = first[0]
+        if self.config.errors_tolerance == "none":
+            raise RecordError(
+                f"{row[error_column]} (table {ref.full_name}). Fix the record's producer or the "
+                f"table, or set errors.tolerance=all to skip bad records; nothing from this "
+                f"batch was committed, so a restart resumes at this record.",
+                row["topic"], row["partition"], row["offset"], stage)
+        count = bad.count()
+        report.errors += count
+        self.row_errors[ref.full_name] = self.row_errors.get(ref.full_name, 0) + count
+        if self.config.errors_log_enable:
+            for r in bad.selectExpr(*coords, error_column).collect():
+                log.error("skipped record topic=%s partition=%s offset=%s stage=%s: %s",
+                          r["topic"], r["partition"], r["offset"], stage, r[error_column])
+        kept = frame.where(f"{error_column} IS NULL")
+        return kept.drop(error_column) if error_column == "_row_error" else kept
+
+    # ---- the default pipe: keys -> columns ---------------------------------------
+
+    def _prepare_table(self, ref: TableRef, table_rows, fields) -> TableSchema:
+        """Create the table on its first record, or evolve it for new keys and for
+        NOT NULL columns that records leave empty; returns its schema to write with."""
+        if not self.config.schematization:
+            schema = tables.read_schema(self.spark, ref)
+            if schema is None:
+                tables.create_table(self.spark, ref, [Column(METADATA_COLUMN, "variant"),
+                                                      Column(CONTENT_COLUMN, "variant")])
+                schema = tables.read_schema(self.spark, ref)
+            return schema
+        schema = tables.read_schema(self.spark, ref)
+        if schema is None:
+            # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
+            columns = [Column(METADATA_COLUMN, "variant")] if self.config.metadata.all_ else []
+            for name, (_keys, vtype) in fields.items():
+                columns.append(Column(name, column_type_for(vtype)))
+            tables.create_table(self.spark, ref, columns, evolution=True)
+            return tables.read_schema(self.spark, ref)
+        if not schema.evolution:
+            return schema
+        new = [Column(name, column_type_for(vtype)) for name, (_k, vtype) in fields.items()
+               if schema.find(name) is None]
+        changed = False
+        if new:
+            tables.add_columns(self.spark, ref, new)
+            changed = True
+        for column in schema.columns:
+            if column.nullable or column.name == METADATA_COLUMN:
+                continue
+            keys = self._keys_for(column, fields)
+            missing = table_rows.where(f"NOT ({present_sql(keys)})" if keys else "true")
+            if missing.limit(1).count():
+                tables.drop_not_null(self.spark, ref, column.name)
+                changed = True
+        return tables.read_schema(self.spark, ref) if changed else schema
+
+    def _record_fields(self, table_rows) -> dict[str, tuple[list[str], str]]:
+        """Column name -> (the JSON keys that map to it, their merged variant type)."""
+        result = table_rows.where("v IS NOT NULL").selectExpr(
+            "schema_of_variant_agg(v) AS s").first()
+        fields: dict[str, tuple[list[str], str]] = {}
+        upper_index: dict[str, str] = {}
+        for key, vtype in parse_object_schema(result["s"] if result and result["s"] else ""):
+            name = column_name_for_key(key)
+            existing = upper_index.get(name.upper())
+            if existing is None:
+                upper_index[name.upper()] = name
+                fields[name] = ([key], vtype)
+            else:
+                keys, old = fields[existing]
+                fields[existing] = (keys + [key], old if old == vtype else "VARIANT")
+        return fields
+
+    @staticmethod
+    def _keys_for(column: Column, fields) -> list[str]:
+        for name, (keys, _vtype) in fields.items():
+            if name.upper() == column.name.upper():
+                return keys
+        return []
+
+    def _shape(self, schema: TableSchema, table_rows, fields):
+        """Rows in the table's column layout, with `_row_error` naming a conversion
+        failure when some column can fail (it is read from `v`, so built here)."""
+        exprs, errors = [f"{c} AS _src_{c}" for c in _COORDS], []
+        for column in schema.columns:
+            target = quote_column(column.name)
+            keys = self._keys_for(column, fields)
+            if column.name.upper() == METADATA_COLUMN and not keys:
+                exprs.append(f"CAST(_meta AS {column.type}) AS {target}" if column.type == "variant"
+                             else f"CAST(to_json(_meta) AS {column.type}) AS {target}")
+            elif column.name.upper() == CONTENT_COLUMN and not self.config.schematization:
+                exprs.append(f"v AS {target}")
+            elif keys:
+                exprs.append(f"{extract_sql(keys, column.type)} AS {target}")
+                error = conversion_error_sql(column.name, keys, column.type)
+                if error:
+                    errors.append(error)
+                if not column.nullable:
+                    errors.append(f"CASE WHEN NOT ({present_sql(keys)}) THEN "
+                                  f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
+            else:
+                exprs.append(f"CAST(NULL AS {column.type}) AS {target}")
+                if not column.nullable:
+                    errors.append(sql_string(f"NOT NULL column {column.name} receives null"))
+        if errors:
+            exprs.append(f"coalesce({', '.join(errors)}) AS _row_error")
+        return table_rows.selectExpr(*exprs)
+
+    # ---- end of batch ----------------------------------------------------------------
+
+    def _finish(self, report: BatchReport, started: float, max_offsets, rows=None) -> BatchReport:
+        if max_offsets:
+            next_offsets = {tp: o + 1 for tp, o in max_offsets.items()}
+            self.positions.update(next_offsets)
+            try:
+                self.cluster.commit_group_offsets(self.group, next_offsets)
+            except Exception as exc:  # lag reporting only; the table holds the truth
+                log.warning("could not advance consumer group %s: %s", self.group, exc)
+        try:
+            latest = self.cluster.latest(self.positions)
+            report.offsets_behind = sum(max(0, latest[tp] - pos) for tp, pos in self.positions.items()
+                                        if tp in latest)
+        except Exception as exc:
+            log.warning("could not read latest offsets: %s", exc)
+        if rows is not None:
+            committed_ms = int(time.time() * 1000)
+            stats = rows.selectExpr("percentile_approx(unix_millis(timestamp), 0.5) AS mid",
+                                    "min(unix_millis(timestamp)) AS first").first()
+            if stats["mid"] is not None:
+                report.latency_p50_ms = committed_ms - stats["mid"]
+                report.latency_max_ms = committed_ms - stats["first"]
+        report.duration_s = time.time() - started
+        self.reports.append(report)
+        print(report.line(), file=self.out, flush=True)
+        return report
+
+
+def _install_stop_signals(stop: threading.Event):
+    """SIGINT/SIGTERM ask the connector to stop after the current batch."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
+
+    def restore():
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return restore

@@ -1,0 +1,29 @@
+"""The one line printed per micro-batch, and the figures behind it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    records_read: int = 0
+    rows_written: dict[str, int] = field(default_factory=dict)  # table -> rows
+    errors: int = 0
+    skipped: int = 0  # tombstones ignored, records already committed (replays)
+    offsets_behind: int | None = None
+    latency_p50_ms: int | None = None
+    latency_max_ms: int | None = None
+    duration_s: float = 0.0
+
+    def line(self) -> str:
+        tables = ", ".join(f"{t}={n}" for t, n in sorted(self.rows_written.items())) or "-"
+        behind = "?" if self.offsets_behind is None else str(self.offsets_behind)
+        if self.latency_p50_ms is None:
+            latency = "-"
+        else:
+            latency = f"p50={self.latency_p50_ms / 1000:.2f}s max={self.latency_max_ms / 1000:.2f}s"
+        return (f"batch {self.batch_id}: read={self.records_read} written[{tables}] "
+                f"errors={self.errors} skipped={self.skipped} behind={behind} "
+                f"latency[{latency}] took={self.duration_s:.2f}s")

@@ -1,0 +1,136 @@
+"""Record content: Kafka value bytes -> a VARIANT object, and the rules that turn its
+first-level keys into typed table columns (the default pipe `{TABLE}-STREAMING`).
+
+Everything here is either a Spark SQL expression string or pure Python over type
+strings, so the rules can be unit-tested without Spark."""
+
+from __future__ import annotations
+
+import re
+
+# Why a record cannot be ingested, as a SQL expression over the Kafka source columns
+# plus `v` (the parsed value). NULL means the record is fine. Tombstones (NULL value)
+# are not errors: behavior.on.null.values decides what happens to them.
+PARSE_ERROR_SQL = (
+    "CASE WHEN value IS NULL THEN NULL "
+    "WHEN v IS NULL THEN 'value is not valid JSON (malformed, duplicate keys or invalid UTF-8)' "
+    "WHEN NOT startswith(schema_of_variant(v), 'OBJECT') THEN concat('value is a JSON ', "
+    "lower(regexp_extract(schema_of_variant(v), '^([A-Z]+)', 1)), ', not an object: wrap it "
+    "with the HoistField transform (transforms=hoist, transforms.hoist.type="
+    "org.apache.kafka.connect.transforms.HoistField$Value, transforms.hoist.field=<column>)') END"
+)
+
+PARSE_VALUE_SQL = "try_parse_json(CAST(value AS STRING))"
+
+
+def variant_path(key: str) -> str:
+    """A variant_get path selecting first-level `key`, as a SQL string literal."""
+    if "'" not in key:
+        path = "$['" + key + "']"
+    elif '"' not in key:
+        path = '$["' + key + '"]'
+    else:
+        raise ValueError(f"JSON key {key!r} holds both quote characters; it cannot be addressed")
+    return sql_string(path)
+
+
+def sql_string(text: str) -> str:
+    """`text` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_column(name: str) -> str:
+    """`name` as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def parse_object_schema(type_string: str) -> list[tuple[str, str]]:
+    """The first-level fields of a `schema_of_variant` result such as
+    "OBJECT<a: BIGINT, `has cat`: BOOLEAN, b: ARRAY<BIGINT>>" as (key, type) pairs.
+    Anything that is not an OBJECT has no fields."""
+    if not type_string.startswith("OBJECT<"):
+        return []
+    body = type_string[len("OBJECT<"):-1]
+    fields, i = [], 0
+    while i < len(body):
+        if body[i] == "`":
+            j, name = i + 1, []
+            while True:
+                if body[j] == "`" and j + 1 < len(body) and body[j + 1] == "`":
+                    name.append("`")
+                    j += 2
+                elif body[j] == "`":
+                    break
+                else:
+                    name.append(body[j])
+                    j += 1
+            key, i = "".join(name), j + 1
+        else:
+            j = body.index(":", i)
+            key, i = body[i:j], j
+        assert body[i:i + 2] == ": ", type_string
+        i += 2
+        depth, start = 0, i
+        while i < len(body) and not (depth == 0 and body[i] == ","):
+            depth += body[i] in "<(" 
+            depth -= body[i] in ">)"
+            i += 1
+        fields.append((key, body[start:i].strip()))
+        i += 1
+        while i < len(body) and body[i] == " ":
+            i += 1
+    return fields
+
+
+_INTEGER_TYPES = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
+
+
+def column_type_for(variant_type: str) -> str:
+    """The column type a JSON value of `variant_type` creates, in Spark DDL:
+    integer -> NUMBER (decimal(38,0)), fraction -> DOUBLE, string -> VARCHAR (string),
+    boolean -> BOOLEAN, array/object/mixed/null -> VARIANT."""
+    head = re.match(r"[A-Z_]+", variant_type)
+    head = head.group(0) if head else ""
+    if head in _INTEGER_TYPES:
+        return "decimal(38,0)"
+    if head == "DECIMAL":
+        scale = re.match(r"DECIMAL\((\d+),\s*(\d+)\)", variant_type)
+        return "decimal(38,0)" if scale and scale.group(2) == "0" else "double"
+    if head in ("FLOAT", "DOUBLE"):
+        return "double"
+    if head == "STRING":
+        return "string"
+    if head == "BOOLEAN":
+        return "boolean"
+    return "variant"
+
+
+def extract_sql(keys: list[str], column_type: str) -> str:
+    """The value of a column from the record's first-level `keys` (several keys when
+    they differ only in case and so match one column), cast to `column_type`.
+    try_variant_get yields NULL on a failed cast; `conversion_error_sql` reports it."""
+    gets = [f"try_variant_get(v, {variant_path(k)}, {sql_string(column_type)})" for k in keys]
+    return gets[0] if len(gets) == 1 else f"coalesce({', '.join(gets)})"
+
+
+def present_sql(keys: list[str]) -> str:
+    """TRUE when the record has a non-null value for any of `keys`."""
+    checks = [
+        f"(variant_get(v, {variant_path(k)}, 'variant') IS NOT NULL AND "
+        f"NOT is_variant_null(variant_get(v, {variant_path(k)}, 'variant')))"
+        for k in keys
+    ]
+    return " OR ".join(checks)
+
+
+def conversion_error_sql(column: str, keys: list[str], column_type: str) -> str | None:
+    """A SQL expression naming the conversion failure of one column, or None when the
+    column's type accepts any JSON value (VARIANT, STRING)."""
+    if column_type in ("variant", "string"):
+        return None
+    return (
+        f"CASE WHEN ({present_sql(keys)}) AND {extract_sql(keys, column_type)} IS NULL "
+        f"THEN concat('value of key ', {sql_string(repr(keys[0]))}, ' (', "
+        f"to_json(variant_get(v, {variant_path(keys[0])}, 'variant')), ') cannot be converted "
+        f"to column {column.replace(chr(39), '')} of type {column_type}') END"
+    )

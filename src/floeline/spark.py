@@ -1,0 +1,71 @@
+"""The one place a SparkSession is built, so every command (run, sql, demo, tests,
+bench) gets the same jars and settings.
+
+Jars come through `spark.jars.packages` (resolved by Spark's Ivy into its cache on
+first use; `floeline setup` pre-fetches them). Two wrinkles, both measured here:
+- spark-token-provider-kafka-0-10 is published only as 4.0.0 on the Maven Central
+  copy this project can reach, so the 4.2.0 one pulled in by the Kafka source is
+  excluded and 4.0.0 (the delegation-token helper, unused without Kerberos) added.
+- Delta's log4j dependencies are excluded: PySpark ships its own log4j.
+"""
+
+from __future__ import annotations
+
+import os
+
+SPARK_VERSION = "4.2.0"
+DELTA_VERSION = "4.4.0"
+PACKAGES = (
+    f"io.delta:delta-spark_4.2_2.13:{DELTA_VERSION}",
+    f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}",
+    "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.0.0",
+)
+EXCLUDES = (
+    "org.apache.spark:spark-token-provider-kafka-0-10_2.13",
+    "org.apache.logging.log4j:log4j-api",
+    "org.apache.logging.log4j:log4j-core",
+)
+
+
+def spark_conf(master: str = "local[2]") -> dict[str, str]:
+    """Settings for a small local machine: 2 shuffle partitions, no UI, no Hive
+    metastore (the in-memory catalog lets a second process read the warehouse while
+    a connector writes to it)."""
+    return {
+        "spark.master": master,
+        "spark.app.name": "floeline",
+        "spark.jars.packages": ",".join(PACKAGES),
+        "spark.jars.excludes": ",".join(EXCLUDES),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+        "spark.driver.memory": os.environ.get("FLOELINE_DRIVER_MEMORY", "2g"),
+        "spark.sql.streaming.stopTimeout": "60s",
+        # Spark's "hostname resolves to loopback" warning is noise for local runs.
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+
+
+_session = None
+
+
+def get_spark(master: str = "local[2]"):
+    """The process-wide SparkSession (created on first call)."""
+    global _session
+    if _session is None:
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder
+        for key, value in spark_conf(master).items():
+            builder = builder.config(key, value)
+        _session = builder.getOrCreate()
+        _session.sparkContext.setLogLevel(os.environ.get("FLOELINE_SPARK_LOG_LEVEL", "ERROR"))
+    return _session

@@ -1,0 +1,90 @@
+"""Destination tables: read a table's columns, create it on the first record, evolve it
+(add columns, drop NOT NULL) as Snowflake's schema evolution does.
+
+Tables are Delta tables with column mapping by name, so column names may hold spaces,
+symbols and non-ASCII letters (`"has cat"`, `" @&$#* has Łułósżź"`). A table's
+ENABLE_SCHEMA_EVOLUTION lives in the Delta table property below; tables the connector
+creates have it on, tables created by hand without it have it off (Snowflake's rule)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from floeline.errors import TableError
+from floeline.records.content import quote_column
+from floeline.warehouse.catalog import TableRef
+
+EVOLUTION_PROPERTY = "floeline.enableSchemaEvolution"
+METADATA_COLUMN = "RECORD_METADATA"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # Spark DDL type, e.g. "decimal(38,0)", "string", "variant"
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    columns: tuple[Column, ...]
+    evolution: bool
+
+    def find(self, name: str) -> Column | None:
+        """The column matching `name` case-insensitively (Snowflake's default pipe rule)."""
+        upper = name.upper()
+        for column in self.columns:
+            if column.name.upper() == upper:
+                return column
+        return None
+
+
+def table_exists(spark, ref: TableRef) -> bool:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, ref.path)
+
+
+def read_schema(spark, ref: TableRef) -> TableSchema | None:
+    """The table's columns and evolution flag, or None when there is no table yet."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, ref.path):
+        return None
+    detail = DeltaTable.forPath(spark, ref.path).detail().select("properties").first()
+    properties = detail["properties"] or {}
+    schema = spark.read.format("delta").load(ref.path).schema
+    columns = tuple(Column(f.name, f.dataType.simpleString(), f.nullable) for f in schema.fields)
+    evolution = str(properties.get(EVOLUTION_PROPERTY, "false")).lower() == "true"
+    return TableSchema(columns, evolution)
+
+
+def _column_ddl(column: Column) -> str:
+    return f"{quote_column(column.name)} {column.type}" + ("" if column.nullable else " NOT NULL")
+
+
+def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = True) -> None:
+    """Create the table (no-op when another writer created it first)."""
+    ddl = ", ".join(_column_ddl(c) for c in columns)
+    _run(spark, ref,
+         f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta "
+         f"TBLPROPERTIES ('delta.columnMapping.mode'='name', "
+         f"'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}')")
+
+
+def add_columns(spark, ref: TableRef, columns: list[Column]) -> None:
+    ddl = ", ".join(_column_ddl(c) for c in columns)
+    _run(spark, ref, f"ALTER TABLE delta.{quote_column(ref.path)} ADD COLUMNS ({ddl})")
+
+
+def drop_not_null(spark, ref: TableRef, column: str) -> None:
+    _run(spark, ref,
+         f"ALTER TABLE delta.{quote_column(ref.path)} ALTER COLUMN {quote_column(column)} DROP NOT NULL")
+
+
+def _run(spark, ref: TableRef, statement: str) -> None:
+    try:
+        spark.sql(statement)
+    except Exception as exc:  # Spark raises its own exception types; name the table.
+        raise TableError(f"table {ref.full_name} at {ref.path}: {statement.split('(')[0].strip()} "
+                         f"failed: {exc}") from exc

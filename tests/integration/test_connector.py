@@ -1,0 +1,217 @@
+"""The core Kafka -> Delta path, as a user sees it: produce to a real topic, run the
+connector, query the Delta table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from floeline import devkafka
+from floeline.errors import RecordError
+from floeline.sources.kafka import KafkaCluster, group_id, produce
+
+pytestmark = pytest.mark.integration
+
+ORDER = {"order_id": 12345, "customer_name": "John", "order_total": 100.00, "isPaid": True}
+
+
+def metadata(row):
+    return json.loads(row["RECORD_METADATA"].toJson())
+
+
+def test_auto_create_infers_columns_and_metadata(kafka, topic_name, make_config, run_connector,
+                                                 read_table, spark):
+    topic = topic_name("orders")
+    devkafka.create_topic(kafka, topic, partitions=2)
+    produce(kafka, topic, [{"value": dict(ORDER, order_id=i), "key": f"k{i}",
+                            "headers": [("h1", b"v1"), ("h2", "v2")], "partition": i % 2}
+                           for i in range(6)] + [{"value": {"order_id": 99, "tags": ["a"],
+                                                            "address": {"city": "Oslo"}},
+                                                  "partition": 0}])
+    config = make_config(topics=topic)
+    connector = run_connector(config)
+    table = topic.upper()
+    df = read_table(table)
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    assert types == {"RECORD_METADATA": "variant", "ORDER_ID": "decimal(38,0)",
+                     "CUSTOMER_NAME": "string", "ORDER_TOTAL": "double", "ISPAID": "boolean",
+                     "TAGS": "variant", "ADDRESS": "variant"}
+    assert df.count() == 7
+    row = df.where("ORDER_ID = 3").first()
+    assert (row["CUSTOMER_NAME"], row["ORDER_TOTAL"], row["ISPAID"]) == ("John", 100.0, True)
+    meta = metadata(row)
+    assert meta["topic"] == topic and meta["partition"] == 1 and meta["key"] == "k3"
+    assert meta["headers"] == {"h1": "v1", "h2": "v2"}
+    assert isinstance(meta["CreateTime"], int) and "LogAppendTime" not in meta
+    assert meta["SnowflakeConnectorPushTime"] >= meta["CreateTime"]
+    nested = df.where("ORDER_ID = 99").first()
+    assert json.loads(nested["ADDRESS"].toJson()) == {"city": "Oslo"}
+    assert "key" not in metadata(nested) and "headers" not in metadata(nested)
+    # Kafka's own lag tooling sees the connector's consumer group advance.
+    committed = KafkaCluster(kafka).group_offsets(group_id(config.name), [(topic, 0), (topic, 1)])
+    assert committed == {(topic, 0): 4, (topic, 1): 3}
+    assert connector.reports and connector.reports[-1].offsets_behind == 0
+    assert sum(r.records_read for r in connector.reports) == 7
+
+
+def test_precreated_table_matches_keys_case_insensitively(kafka, topic_name, make_config,
+                                                         run_connector, read_table, spark,
+                                                         warehouse):
+    topic = topic_name("pre")
+    devkafka.create_topic(kafka, topic)
+    path = f"{warehouse}/FLOELINE/PUBLIC/ORDERS_PRE"
+    spark.sql(f"CREATE TABLE delta.`{path}` (record_metadata VARIANT, order_id DECIMAL(38,0), "
+              f"customer_name STRING, order_total DECIMAL(38,0), ispaid BOOLEAN) USING delta")
+    produce(kafka, topic, [ORDER, dict(ORDER, extra_key="ignored", Order_Id=7)])
+    run_connector(make_config(topics=topic, snowflake__topic2table__map=f"{topic}:ORDERS_PRE"))
+    df = read_table("ORDERS_PRE")
+    assert df.columns == ["record_metadata", "order_id", "customer_name", "order_total", "ispaid"]
+    rows = sorted((int(r["order_id"]), r["customer_name"], int(r["order_total"]), r["ispaid"])
+                  for r in df.collect())
+    assert rows == [(7, "John", 100, True), (12345, "John", 100, True)]
+
+
+def test_evolution_adds_a_column_mid_stream_and_drops_not_null(kafka, topic_name, make_config,
+                                                               run_connector, read_table, spark,
+                                                               warehouse):
+    topic = topic_name("evo")
+    devkafka.create_topic(kafka, topic)
+    config = make_config(topics=topic)
+    produce(kafka, topic, [{"a": 1}])
+    run_connector(config)
+    table = topic.upper()
+    path = f"{warehouse}/FLOELINE/PUBLIC/{table}"
+    spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN A SET NOT NULL")
+    produce(kafka, topic, [{"a": 2, "b": "new"}, {"b": "no a"}])
+    run_connector(config)
+    df = read_table(table)
+    assert [f.name for f in df.schema.fields] == ["RECORD_METADATA", "A", "B"]
+    assert all(f.nullable for f in df.schema.fields)
+    rows = sorted((r["A"] is None and -1 or int(r["A"]), r["B"]) for r in df.collect())
+    assert rows == [(-1, "no a"), (1, None), (2, "new")]
+
+
+def test_evolution_off_ignores_unmatched_keys(kafka, topic_name, make_config, run_connector,
+                                              read_table, spark, warehouse):
+    topic = topic_name("noevo")
+    devkafka.create_topic(kafka, topic)
+    path = f"{warehouse}/FLOELINE/PUBLIC/{topic.upper()}"
+    spark.sql(f"CREATE TABLE delta.`{path}` (A BIGINT) USING delta "
+              f"TBLPROPERTIES ('floeline.enableSchemaEvolution'='false')")
+    produce(kafka, topic, [{"a": 1, "b": 2}])
+    run_connector(make_config(topics=topic))
+    df = read_table(topic.upper())
+    assert df.columns == ["A"] and [r["A"] for r in df.collect()] == [1]
+
+
+def test_special_character_columns(kafka, topic_name, make_config, run_connector, read_table):
+    topic = topic_name("person")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"city": "New York", "age": 30, "married": True, "has cat": True,
+                            " @&$#* has Łułósżź": True, "skills": ["sitting", "standing"],
+                            "family": {"son": "Jack", "daughter": "Anna"}}])
+    run_connector(make_config(topics=topic))
+    df = read_table(topic.upper())
+    assert set(df.columns) == {"RECORD_METADATA", "CITY", "AGE", "MARRIED", "has cat",
+                               " @&$#* has Łułósżź", "SKILLS", "FAMILY"}
+    row = df.first()
+    assert row["has cat"] is True and row[" @&$#* has Łułósżź"] is True
+    assert json.loads(row["SKILLS"].toJson()) == ["sitting", "standing"]
+
+
+def test_regex_map_routes_several_topics_into_one_table(kafka, topic_name, make_config,
+                                                        run_connector, read_table):
+    suffix = topic_name("x")
+    cats = [f"orange_cat_{suffix}", f"calico_cat_{suffix}"]
+    for t in cats:
+        devkafka.create_topic(kafka, t)
+        produce(kafka, t, [{"name": t}])
+    config = make_config(topics=",".join(cats),
+                         snowflake__topic2table__map=f".*_cat_{suffix}:CAT_TABLE")
+    run_connector(config)
+    df = read_table("CAT_TABLE")
+    assert sorted(r["NAME"] for r in df.collect()) == sorted(cats)
+    assert sorted(metadata(r)["topic"] for r in df.collect()) == sorted(cats)
+
+
+def test_topics_regex_subscription(kafka, topic_name, make_config, run_connector, read_table):
+    suffix = topic_name("re")
+    topics = [f"dog_{suffix}_1", f"dog_{suffix}_2"]
+    for t in topics:
+        devkafka.create_topic(kafka, t)
+        produce(kafka, t, [{"n": 1}])
+    run_connector(make_config(topics__regex=f"dog_{suffix}_.*",
+                              snowflake__topic2table__map=f"dog_{suffix}_.*:DOGS"))
+    assert read_table("DOGS").count() == 2
+
+
+def test_metadata_flags(kafka, topic_name, make_config, run_connector, read_table):
+    topic = topic_name("flags")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"value": {"a": 1}, "key": "k"}])
+    run_connector(make_config(topics=topic, snowflake__metadata__topic="false",
+                              snowflake__metadata__createtime="false",
+                              snowflake__streaming__metadata__connectorPushTime="false",
+                              snowflake__topic2table__map=f"{topic}:FLAGS_A"))
+    assert metadata(read_table("FLAGS_A").first()) == {"partition": 0, "offset": 0, "key": "k"}
+    run_connector(make_config(topics=topic, snowflake__metadata__offset__and__partition="false",
+                              snowflake__topic2table__map=f"{topic}:FLAGS_B"))
+    meta = metadata(read_table("FLAGS_B").first())
+    assert set(meta) == {"topic", "CreateTime", "SnowflakeConnectorPushTime", "key"}
+    run_connector(make_config(topics=topic, snowflake__metadata__all="false",
+                              snowflake__topic2table__map=f"{topic}:FLAGS_C"))
+    df = read_table("FLAGS_C")
+    assert "RECORD_METADATA" not in df.columns and df.first()["A"] == 1
+
+
+def test_tombstones_default_and_ignore(kafka, topic_name, make_config, run_connector, read_table):
+    topic = topic_name("tomb")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"a": 1}, {"value": None, "key": "gone"}, {"a": 2}])
+    run_connector(make_config(topics=topic, snowflake__topic2table__map=f"{topic}:TOMB_DEFAULT"))
+    df = read_table("TOMB_DEFAULT")
+    assert df.count() == 3
+    tomb = df.where("A IS NULL").first()
+    assert metadata(tomb)["key"] == "gone" and metadata(tomb)["offset"] == 1
+    connector = run_connector(make_config(topics=topic, behavior__on__null__values="IGNORE",
+                                          snowflake__topic2table__map=f"{topic}:TOMB_IGNORE"))
+    assert sorted(int(r["A"]) for r in read_table("TOMB_IGNORE").collect()) == [1, 2]
+    assert sum(r.skipped for r in connector.reports) == 1
+
+
+def test_non_object_json_fails_with_hoistfield_hint(kafka, topic_name, make_config, run_connector,
+                                                    read_table):
+    topic = topic_name("scalar")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"a": 1}, [1, 2, 3]])
+    with pytest.raises(RecordError) as info:
+        run_connector(make_config(topics=topic))
+    message = str(info.value)
+    assert f"topic={topic} partition=0 offset=1" in message and "HoistField" in message
+    assert "array" in message
+
+
+def test_malformed_json_skipped_with_errors_tolerance_all(kafka, topic_name, make_config,
+                                                          run_connector, read_table):
+    topic = topic_name("bad")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"a": 1}, b"{not json", {"a": "text"}, {"a": 3}])
+    connector = run_connector(make_config(topics=topic, errors__tolerance="all"))
+    assert sorted(int(r["A"]) for r in read_table(topic.upper()).collect()) == [1, 3]
+    assert sum(r.errors for r in connector.reports) == 2
+    assert connector.row_errors == {f"FLOELINE.PUBLIC.{topic.upper()}": 2}
+
+
+def test_wrong_type_fails_loud_and_commits_nothing(kafka, topic_name, make_config, run_connector,
+                                                   read_table):
+    topic = topic_name("wrongtype")
+    devkafka.create_topic(kafka, topic)
+    config = make_config(topics=topic)
+    produce(kafka, topic, [{"a": 1}])
+    run_connector(config)
+    produce(kafka, topic, [{"a": 2}, {"a": "abc"}])
+    with pytest.raises(RecordError) as info:
+        run_connector(config)
+    assert "offset=2" in str(info.value) and "'a'" in str(info.value)
+    assert [int(r["A"]) for r in read_table(topic.upper()).collect()] == [1]

@@ -1,0 +1,149 @@
+"""Exactly once per channel: restarts, a replayed batch, a deleted checkpoint and a
+SIGKILL mid-stream never duplicate or lose a row."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from floeline import devkafka
+from floeline.sources.kafka import produce
+from floeline.sql.query import run_sql
+from floeline.warehouse.catalog import Warehouse
+
+pytestmark = pytest.mark.integration
+
+
+def coordinates(df):
+    """Every (partition, offset) in the table, from RECORD_METADATA."""
+    return [(r["p"], r["o"]) for r in df.selectExpr(
+        "RECORD_METADATA:partition::int AS p", "RECORD_METADATA:offset::bigint AS o").collect()]
+
+
+def assert_exactly_once(df, expected_per_partition: dict[int, int]):
+    coords = coordinates(df)
+    assert len(coords) == len(set(coords)), "duplicate rows"
+    expected = {(p, o) for p, n in expected_per_partition.items() for o in range(n)}
+    assert set(coords) == expected, f"missing {sorted(expected - set(coords))[:5]}"
+
+
+def produce_numbered(kafka, topic, partitions, start, count):
+    produce(kafka, topic, [{"value": {"n": start + i}, "partition": (start + i) % partitions}
+                           for i in range(count)])
+
+
+def test_restart_resumes_without_duplicates(kafka, topic_name, make_config, run_connector,
+                                            read_table):
+    topic = topic_name("restart")
+    devkafka.create_topic(kafka, topic, partitions=2)
+    config = make_config(topics=topic)
+    produce_numbered(kafka, topic, 2, 0, 10)
+    run_connector(config)
+    run_connector(config)  # nothing new: writes nothing
+    produce_numbered(kafka, topic, 2, 10, 10)
+    run_connector(config)
+    assert_exactly_once(read_table(topic.upper()), {0: 10, 1: 10})
+
+
+def test_replayed_batch_is_not_written_twice(kafka, topic_name, make_config, run_connector,
+                                             read_table):
+    """A crash after the table commit but before Spark's checkpoint commit makes Spark
+    replay the batch; the table's offsets make the replay a no-op."""
+    topic = topic_name("replay")
+    devkafka.create_topic(kafka, topic)
+    config = make_config(topics=topic)
+    produce_numbered(kafka, topic, 1, 0, 5)
+    run_connector(config)
+    commits = os.path.join(config.checkpoint_dir, "commits")
+    last = max(int(n) for n in os.listdir(commits) if n.isdigit())
+    os.remove(os.path.join(commits, str(last)))
+    connector = run_connector(config)
+    assert connector.reports[0].batch_id == last and connector.reports[0].skipped == 5
+    assert_exactly_once(read_table(topic.upper()), {0: 5})
+
+
+def test_deleted_checkpoint_resumes_from_table_offsets(kafka, topic_name, make_config,
+                                                       run_connector, read_table):
+    topic = topic_name("nockpt")
+    devkafka.create_topic(kafka, topic, partitions=3)
+    config = make_config(topics=topic)
+    produce_numbered(kafka, topic, 3, 0, 30)
+    run_connector(config)
+    shutil.rmtree(config.checkpoint_dir)
+    produce_numbered(kafka, topic, 3, 30, 15)
+    connector = run_connector(config)
+    assert sum(r.records_read for r in connector.reports) == 15  # started after the table's offsets
+    assert_exactly_once(read_table(topic.upper()), {0: 15, 1: 15, 2: 15})
+
+
+def test_sigkill_mid_stream_then_restart(kafka, topic_name, tmp_path, warehouse, spark, read_table):
+    """A connector process killed with SIGKILL while records flow; after a restart every
+    (partition, offset) is in the table exactly once. A second process (this test)
+    queries the table while the connector writes."""
+    topic = topic_name("kill")
+    partitions = 3
+    devkafka.create_topic(kafka, topic, partitions=partitions)
+    config_file = tmp_path / "kill.properties"
+    config_file.write_text("\n".join([
+        "name=killtest", f"topics={topic}", f"bootstrap.servers={kafka}",
+        f"floeline.warehouse={warehouse}", "buffer.flush.time=1", "buffer.count.records=150",
+        "snowflake.topic2table.map=" + f"{topic}:KILLED"]) + "\n")
+    produce_numbered(kafka, topic, partitions, 0, 3000)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "floeline.cli", "run", str(config_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    total = 3000
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and sum(l.startswith("batch ") for l in lines) < 4:
+            assert proc.poll() is None, "".join(lines)
+            time.sleep(0.5)
+        assert sum(l.startswith("batch ") for l in lines) >= 4, "".join(lines)
+        # More records arrive while it runs; then a second process reads the table.
+        produce_numbered(kafka, topic, partitions, total, 1500)
+        total += 1500
+        seen = run_sql(spark, "SELECT count(*) AS n FROM KILLED", Warehouse(warehouse)).first()["n"]
+        assert seen > 0
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    produce_numbered(kafka, topic, partitions, total, 600)
+    total += 600
+    result = subprocess.run([sys.executable, "-m", "floeline.cli", "run", str(config_file),
+                             "--until-caught-up"], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    df = read_table("KILLED")
+    assert_exactly_once(df, {p: len(range(p, total, partitions)) for p in range(partitions)})
+
+
+def test_sigterm_stops_cleanly(kafka, topic_name, tmp_path, warehouse):
+    topic = topic_name("term")
+    devkafka.create_topic(kafka, topic)
+    config_file = tmp_path / "term.json"
+    config_file.write_text(
+        '{"name": "termtest", "config": {"topics": "%s", "bootstrap.servers": "%s", '
+        '"floeline.warehouse": "%s", "buffer.flush.time": "1"}}' % (topic, kafka, warehouse))
+    produce_numbered(kafka, topic, 1, 0, 5)
+    proc = subprocess.Popen([sys.executable, "-m", "floeline.cli", "run", str(config_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+    deadline = time.time() + 180
+    while time.time() < deadline and not any(l.startswith("batch ") for l in lines):
+        assert proc.poll() is None, "".join(lines)
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(120) == 0, "".join(lines)
