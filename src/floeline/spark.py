@@ -4,27 +4,54 @@ bench) gets the same jars and settings.
 Jars come through `spark.jars.packages` (resolved by Spark's Ivy into its cache on
 first use; `floeline setup` pre-fetches them). Two wrinkles, both measured here:
 - spark-token-provider-kafka-0-10 is published only as 4.0.0 on the Maven Central
-  copy this project can reach, so the 4.2.0 one pulled in by the Kafka source is
-  excluded and 4.0.0 (the delegation-token helper, unused without Kerberos) added.
+  copy this project can reach, so the 4.2.0 one the Kafka source depends on is
+  excluded (Ivy's exclude drops every version, so 4.0.0 cannot ride along in
+  spark.jars.packages) and the 4.0.0 jar (Kafka auth-config helpers, API-stable since
+  3.x) is fetched once with Maven and added through spark.jars.
 - Delta's log4j dependencies are excluded: PySpark ships its own log4j.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from floeline.errors import ServiceUnavailable
 
 SPARK_VERSION = "4.2.0"
 DELTA_VERSION = "4.4.0"
 PACKAGES = (
     f"io.delta:delta-spark_4.2_2.13:{DELTA_VERSION}",
     f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}",
-    "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.0.0",
 )
+TOKEN_PROVIDER = "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.0.0"
 EXCLUDES = (
     "org.apache.spark:spark-token-provider-kafka-0-10_2.13",
     "org.apache.logging.log4j:log4j-api",
     "org.apache.logging.log4j:log4j-core",
 )
+
+
+def token_provider_jar() -> Path:
+    """The spark-token-provider-kafka jar, fetched with Maven into floeline's cache."""
+    from floeline.devkafka import cache_dir
+
+    group, artifact, version = TOKEN_PROVIDER.split(":")
+    jar = cache_dir() / "spark-jars" / f"{artifact}-{version}.jar"
+    if jar.exists():
+        return jar
+    if shutil.which("mvn") is None:
+        raise ServiceUnavailable("`mvn` is not on PATH; floeline's set-up fetches a Spark jar "
+                                 "with it: apt-get install maven")
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={TOKEN_PROVIDER}",
+                           f"-DoutputDirectory={jar.parent}"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0 or not jar.exists():
+        raise ServiceUnavailable(f"Maven could not fetch {TOKEN_PROVIDER}:\n{done.stdout[-2000:]}")
+    return jar
 
 
 def spark_conf(master: str = "local[2]") -> dict[str, str]:
@@ -36,6 +63,7 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         "spark.app.name": "floeline",
         "spark.jars.packages": ",".join(PACKAGES),
         "spark.jars.excludes": ",".join(EXCLUDES),
+        "spark.jars": str(token_provider_jar()),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.catalogImplementation": "in-memory",
