@@ -13,7 +13,10 @@ def _cmd_validate(args) -> int:
     from floeline.config import describe_ignored, load_config
     from floeline.naming import table_for_topic
 
+    from floeline.records.support import check_supported
+
     config = load_config(args.config)
+    check_supported(config)
     ignored = describe_ignored(config)
     if ignored:
         print(ignored, file=sys.stderr)

@@ -30,6 +30,7 @@ from floeline.records.content import (
     PARSE_ERROR_SQL, PARSE_VALUE_SQL, column_type_for, conversion_error_sql, extract_sql,
     parse_object_schema, present_sql, quote_column, sql_string)
 from floeline.records.metadata import metadata_sql
+from floeline.records.support import check_supported
 from floeline.sources.kafka import KafkaCluster, group_id, starting_offsets_json
 from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef, Warehouse
@@ -52,6 +53,7 @@ class Connector:
     """One connector: its config, its tables' committed offsets, its streaming query."""
 
     def __init__(self, config: ConnectorConfig, spark, out=None):
+        check_supported(config)
         self.config = config
         self.spark = spark
         self.out = out or sys.stdout

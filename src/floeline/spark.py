@@ -13,7 +13,9 @@ first use; `floeline setup` pre-fetches them). Two wrinkles, both measured here:
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import shutil
 import subprocess
 from pathlib import Path
@@ -85,6 +87,29 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
 _session = None
 
 
+@contextlib.contextmanager
+def _jvm_stderr_to_log():
+    """Start the JVM with its stderr (Ivy's resolution report, Spark's log4j output)
+    going to a log file, so floeline's own output stays readable. Set
+    FLOELINE_SPARK_STDERR=1 to keep it on the terminal."""
+    if os.environ.get("FLOELINE_SPARK_STDERR") == "1":
+        yield
+        return
+    from floeline.devkafka import cache_dir
+
+    log_path = cache_dir() / "spark-driver.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log_path, "ab") as log_file:
+        os.dup2(log_file.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def get_spark(master: str = "local[2]"):
     """The process-wide SparkSession (created on first call)."""
     global _session
@@ -94,6 +119,7 @@ def get_spark(master: str = "local[2]"):
         builder = SparkSession.builder
         for key, value in spark_conf(master).items():
             builder = builder.config(key, value)
-        _session = builder.getOrCreate()
+        with _jvm_stderr_to_log():
+            _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel(os.environ.get("FLOELINE_SPARK_LOG_LEVEL", "ERROR"))
     return _session

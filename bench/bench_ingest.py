@@ -1,0 +1,167 @@
+"""floeline's ingest benchmark (`make bench`), measured against baselines in the same run.
+
+1. Produces N JSON records (~200 bytes, 4 partitions) to the local broker.
+2. Reads them three ways, in one Spark session:
+   - raw:      Spark's Kafka source, count only (the ceiling);
+   - bare:     a hand-written Spark job: Kafka -> from_json(hand-written schema) -> Delta
+               append, no metadata, same micro-batch size as floeline;
+   - floeline: the connector end to end (default pipe, full RECORD_METADATA, exactly-once
+               offsets), --until-caught-up.
+3. Latency: a producer at a steady rate (default 5,000 records/s) while the connector
+   runs with buffer.flush.time=1; end-to-end latency = commit time - CreateTime.
+
+Last line: floeline_rows_per_s=N bare_rows_per_s=N raw_read_rows_per_s=N ratio_vs_bare=R
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+from floeline import devkafka  # noqa: E402
+from floeline.config import config_from_dict  # noqa: E402
+from floeline.ingest import Connector  # noqa: E402
+from floeline.sources.kafka import produce  # noqa: E402
+from floeline.spark import get_spark  # noqa: E402
+
+PARTITIONS = 4
+BARE_SCHEMA = ("order_id BIGINT, customer_id BIGINT, customer_name STRING, email STRING, "
+               "order_total DOUBLE, currency STRING, is_paid BOOLEAN, items INT, "
+               "country STRING, created_at STRING")
+
+
+def record(i: int) -> dict:
+    return {"order_id": i, "customer_id": i % 50000, "customer_name": f"customer-{i % 977}",
+            "email": f"user{i % 50000}@example.com", "order_total": round(i % 10000 / 7, 2),
+            "currency": "USD", "is_paid": i % 3 == 0, "items": i % 9 + 1,
+            "country": ("NO", "DE", "FR", "US")[i % 4], "created_at": "2026-11-21T10:00:00Z"}
+
+
+def produce_records(bootstrap: str, topic: str, count: int) -> float:
+    started = time.time()
+    chunk = 100_000
+    for start in range(0, count, chunk):
+        produce(bootstrap, topic, (json.dumps(record(i)).encode()
+                                   for i in range(start, min(count, start + chunk))))
+    return time.time() - started
+
+
+def timed(fn) -> float:
+    started = time.time()
+    fn()
+    return time.time() - started
+
+
+def raw_read(spark, bootstrap, topic) -> int:
+    return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest").load().count())
+
+
+def bare_job(spark, bootstrap, topic, out_dir, max_per_trigger) -> None:
+    from pyspark.sql import functions as F
+
+    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", str(max_per_trigger)).load())
+    parsed = stream.select(F.from_json(F.col("value").cast("string"), BARE_SCHEMA).alias("r")).select("r.*")
+    query = (parsed.writeStream.format("delta").outputMode("append")
+             .option("checkpointLocation", os.path.join(out_dir, "bare_ckpt"))
+             .trigger(availableNow=True).start(os.path.join(out_dir, "bare_table")))
+    query.awaitTermination()
+
+
+def floeline_job(spark, bootstrap, topic, out_dir, count_records, flush_s=1) -> Connector:
+    config = config_from_dict({
+        "name": f"bench_{topic}", "topics": topic, "bootstrap.servers": bootstrap,
+        "floeline.warehouse": os.path.join(out_dir, "warehouse"),
+        "buffer.count.records": str(count_records), "buffer.flush.time": str(flush_s)})
+    connector = Connector(config, spark, out=sys.stderr)
+    connector.run(until_caught_up=True)
+    return connector
+
+
+def latency_run(spark, bootstrap, out_dir, rate: int, seconds: int) -> tuple[list[int], list[int]]:
+    topic = f"bench_latency_{int(time.time())}"
+    devkafka.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    config = config_from_dict({
+        "name": f"bench_{topic}", "topics": topic, "bootstrap.servers": bootstrap,
+        "floeline.warehouse": os.path.join(out_dir, "warehouse"), "buffer.flush.time": "1"})
+    connector = Connector(config, spark, out=sys.stderr)
+    runner = threading.Thread(target=connector.run, daemon=True)
+    # Warm the table up (created on first record) before the steady phase.
+    produce(bootstrap, topic, [json.dumps(record(0))])
+    runner.start()
+    while not connector.reports:
+        time.sleep(0.2)
+    stop = time.time() + seconds
+    sent, tick = 0, time.time()
+    while time.time() < stop:
+        batch = [json.dumps(record(sent + i)) for i in range(rate // 10)]
+        produce(bootstrap, topic, batch)
+        sent += len(batch)
+        tick += 0.1
+        time.sleep(max(0.0, tick - time.time()))
+    time.sleep(4)
+    connector.stop()
+    runner.join(60)
+    steady = [r for r in connector.reports[1:] if r.latency_p50_ms is not None and r.records_read]
+    return [r.latency_p50_ms for r in steady], [r.latency_max_ms for r in steady]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--count-records", type=int, default=100_000,
+                        help="floeline buffer.count.records (per partition); bare uses the same batch size")
+    parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--latency-seconds", type=int, default=30)
+    args = parser.parse_args()
+
+    bootstrap = devkafka.start()
+    topic = f"bench_{int(time.time())}_{random.randint(0, 999)}"
+    devkafka.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    produced_s = produce_records(bootstrap, topic, args.records)
+    print(f"produced {args.records} records to {topic} ({PARTITIONS} partitions) in {produced_s:.1f}s")
+    out_dir = tempfile.mkdtemp(prefix="floeline-bench-")
+    spark = get_spark()
+
+    raw_count = [0]
+    raw_s = timed(lambda: raw_count.__setitem__(0, raw_read(spark, bootstrap, topic)))
+    assert raw_count[0] == args.records, raw_count
+    bare_s = timed(lambda: bare_job(spark, bootstrap, topic, out_dir, args.count_records * PARTITIONS))
+    bare_rows = spark.read.format("delta").load(os.path.join(out_dir, "bare_table")).count()
+    connector = [None]
+    floe_s = timed(lambda: connector.__setitem__(
+        0, floeline_job(spark, bootstrap, topic, out_dir, args.count_records)))
+    table = connector[0].table_ref(topic)
+    floe_rows = spark.read.format("delta").load(table.path).count()
+    assert bare_rows == floe_rows == args.records, (bare_rows, floe_rows)
+
+    raw_rate, bare_rate, floe_rate = (args.records / raw_s, args.records / bare_s,
+                                      args.records / floe_s)
+    print(f"raw read:  {raw_s:.1f}s  {raw_rate:,.0f} rows/s")
+    print(f"bare job:  {bare_s:.1f}s  {bare_rate:,.0f} rows/s")
+    print(f"floeline:  {floe_s:.1f}s  {floe_rate:,.0f} rows/s  "
+          f"({len(connector[0].reports)} micro-batches)")
+
+    p50s, maxes = latency_run(spark, bootstrap, out_dir, args.rate, args.latency_seconds)
+    if p50s:
+        print(f"latency at {args.rate} records/s, buffer.flush.time=1, {len(p50s)} batches: "
+              f"p50={statistics.median(p50s) / 1000:.2f}s max={max(maxes) / 1000:.2f}s")
+    print(f"floeline_rows_per_s={floe_rate:.0f} bare_rows_per_s={bare_rate:.0f} "
+          f"raw_read_rows_per_s={raw_rate:.0f} ratio_vs_bare={floe_rate / bare_rate:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""`floeline validate`: config checks and topic -> table, without Spark or Kafka."""
+
+import os
+
+from floeline.cli import main
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "orders.properties")
+
+
+def test_validate_prints_topic_to_table_and_ignored_keys(capsys):
+    assert main(["validate", EXAMPLE]) == 0
+    out, err = capsys.readouterr()
+    assert "orders -> FLOELINE.PUBLIC.ORDERS" in out
+    assert "snowflake.url.name" in err and "snowflake.role.name" in err
+
+
+def test_validate_names_unknown_key_and_closest(tmp_path, capsys):
+    cfg = tmp_path / "bad.properties"
+    cfg.write_text("name=x\ntopics=my-topic.data,orders\nbuffer.flush.tim=3\n"
+                   "snowflake.topic2table.map=orders:ORDER_TABLE\n")
+    assert main(["validate", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "buffer.flush.tim" in err and "buffer.flush.time" in err
+
+
+def test_validate_json_config_with_map(tmp_path, capsys):
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"name": "x", "config": {"topics": "my-topic.data,orders", '
+                   '"snowflake.topic2table.map": "orders:ORDER_TABLE"}}')
+    assert main(["validate", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "orders -> FLOELINE.PUBLIC.ORDER_TABLE" in out
+    assert "my-topic.data -> FLOELINE.PUBLIC.MY_TOPIC_DATA_" in out
+
+
+def test_validate_rejects_bad_map_with_position(tmp_path, capsys):
+    cfg = tmp_path / "c.properties"
+    cfg.write_text("name=x\ntopics=a,b\nsnowflake.topic2table.map=a:T1,b\n")
+    assert main(["validate", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "topic1:table1,topic2:table2" in err
+
+
+def test_validate_refuses_converters_not_built_yet(tmp_path, capsys):
+    cfg = tmp_path / "avro.properties"
+    cfg.write_text("name=x\ntopics=a\nvalue.converter=io.confluent.connect.avro.AvroConverter\n"
+                   "value.converter.schema.registry.url=http://localhost:8081\n")
+    assert main(["validate", str(cfg)]) == 1
+    assert "AvroConverter is not supported yet" in capsys.readouterr().err
