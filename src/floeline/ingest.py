@@ -22,6 +22,9 @@ import threading
 import time
 from dataclasses import dataclass
 
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
 from floeline.config import ConnectorConfig
 from floeline.errors import FloelineError, RecordError, TableError
 from floeline.naming import column_name_for_key, table_for_topic
@@ -171,79 +174,94 @@ class Connector:
                              "timestampType", "headers", f"{PARSE_VALUE_SQL} AS v")
         rows = rows.selectExpr("*", f"{PARSE_ERROR_SQL} AS _error",
                                f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta")
-        rows = rows.persist()
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            channels = rows.groupBy("topic", "partition").agg(
-                {"offset": "min", "*": "count"}).collect()
-            channels = [(r["topic"], r["partition"], r["min(offset)"], r["count(1)"]) for r in channels]
-            if not channels:
-                return self._finish(report, started, {})
-            report.records_read = sum(c[3] for c in channels)
+            # One pass over the batch gives routing, offsets, error and latency figures.
+            stats = {(r["topic"], r["partition"]): r for r in rows.groupBy("topic", "partition").agg(
+                F.min("offset").alias("first"), F.max("offset").alias("last"),
+                F.count(F.lit(1)).alias("records"), F.count("_error").alias("bad"),
+                F.count(F.when(F.col("value").isNull(), 1)).alias("tombstones"),
+                F.min(F.unix_millis("timestamp")).alias("ts_min"),
+                F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"),
+            ).collect()}
+            report.records_read = sum(r["records"] for r in stats.values())
             by_table: dict[str, list[tuple[str, int]]] = {}
-            for topic, partition, _min, _count in channels:
+            for topic, partition in stats:
                 state = self._state(self.table_ref(topic))
                 by_table.setdefault(state.ref.full_name, []).append((topic, partition))
-            max_offsets = self._max_offsets(rows)
             for full_name, tps in by_table.items():
-                self._write_table(self._tables[full_name], rows, tps, max_offsets, report)
-            return self._finish(report, started, max_offsets, rows)
+                self._write_table(self._tables[full_name], rows, {tp: stats[tp] for tp in tps}, report)
+            return self._finish(report, started, stats)
         finally:
             rows.unpersist()
 
-    def _max_offsets(self, rows) -> dict[tuple[str, int], int]:
-        result = rows.groupBy("topic", "partition").agg({"offset": "max"}).collect()
-        return {(r["topic"], r["partition"]): r["max(offset)"] for r in result}
-
-    def _write_table(self, state: _TableState, rows, tps, max_offsets, report: BatchReport):
+    def _write_table(self, state: _TableState, rows, channels: dict, report: BatchReport):
+        """Append this batch's rows of one table, with its channels' new offsets, in one
+        Delta commit. `channels` holds the batch statistics of each (topic, partition)."""
         cfg = self.config
         ref = state.ref
-        mine = " OR ".join(f"(topic = {sql_string(t)} AND partition = {p})" for t, p in tps)
+        mine = " OR ".join(f"(topic = {sql_string(t)} AND partition = {p})" for t, p in channels)
         table_rows = rows.where(mine)
+        expected = sum(c["records"] for c in channels.values())
         # Replays: rows this table already holds (offset <= the channel's offset token).
-        done = [(t, p, state.offsets[(t, p)]) for t, p in tps if (t, p) in state.offsets]
-        if done:
+        replayed = [(t, p, state.offsets[(t, p)]) for (t, p), c in channels.items()
+                    if (t, p) in state.offsets and c["first"] <= state.offsets[(t, p)]]
+        if replayed:
             seen = " OR ".join(f"(topic = {sql_string(t)} AND partition = {p} AND offset <= {o})"
-                               for t, p, o in done)
-            report.skipped += table_rows.where(seen).count()
+                               for t, p, o in replayed)
             table_rows = table_rows.where(f"NOT ({seen})")
-        if cfg.null_values == "IGNORE":
-            report.skipped += table_rows.where("value IS NULL").count()
+            expected = table_rows.count()
+            report.skipped += sum(c["records"] for c in channels.values()) - expected
+        if cfg.null_values == "IGNORE" and any(c["tombstones"] for c in channels.values()):
+            tombstones = (table_rows.where("value IS NULL").count() if replayed
+                          else sum(c["tombstones"] for c in channels.values()))
+            report.skipped += tombstones
+            expected -= tombstones
             table_rows = table_rows.where("value IS NOT NULL")
-        table_rows = self._reject_bad(table_rows, "_error", ref, "value converter", report)
+        if any(c["bad"] for c in channels.values()):
+            table_rows, rejected = self._reject_bad(table_rows, "_error", ref, "value converter", report)
+            expected -= rejected
 
         fields = self._record_fields(table_rows) if cfg.schematization else {}
         schema = self._prepare_table(ref, table_rows, fields)
         shaped = self._shape(schema, table_rows, fields)
+        cached = None
         if "_row_error" in shaped.columns:
-            shaped = self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
+            # Conversions can fail: convert once, check, then write from the cache.
+            cached = shaped = shaped.persist(StorageLevel.MEMORY_AND_DISK)
+            shaped, rejected = self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
+            expected -= rejected
         out = shaped.selectExpr(*[quote_column(c.name) for c in schema.columns])
         new_offsets = dict(state.offsets)
-        new_offsets.update({tp: max_offsets[tp] for tp in tps})
-        written = out.count()
+        new_offsets.update({tp: c["last"] for tp, c in channels.items()})
         try:
             (out.write.format("delta").mode("append")
              .option("userMetadata", commit_metadata(cfg.name, new_offsets))
              .save(ref.path))
         except Exception as exc:
             raise TableError(f"writing to table {ref.full_name} failed: {exc}") from exc
+        finally:
+            if cached is not None:
+                cached.unpersist()
         state.offsets = new_offsets
-        report.rows_written[ref.name] = report.rows_written.get(ref.name, 0) + written
+        report.rows_written[ref.name] = report.rows_written.get(ref.name, 0) + expected
 
     def _reject_bad(self, frame, error_column: str, ref: TableRef, stage: str, report: BatchReport,
                     prefix: str = ""):
         """Count, log and drop records whose `error_column` is set; with
-        errors.tolerance=none the first one stops the connector instead."""
+        errors.tolerance=none the first one stops the connector instead. Returns the
+        remaining rows (without `error_column`) and how many were dropped."""
         bad = frame.where(f"{error_column} IS NOT NULL")
         coords = [f"{prefix}{c} AS {c}" for c in _COORDS]
         first = bad.selectExpr(*coords, error_column).orderBy(*_COORDS).limit(1).collect()
         if not first:
-            return frame.drop(error_column) if error_column == "_row_error" else frame
+            return frame.drop(error_column), 0
         row = first[0]
         if self.config.errors_tolerance == "none":
             raise RecordError(
-                f"{row[error_column]} (table {ref.full_name}). Fix the record's producer or the "
-                f"table, or set errors.tolerance=all to skip bad records; nothing from this "
-                f"batch was committed, so a restart resumes at this record.",
+                f"{row[error_column]} (table {ref.full_name}). Fix the producer or the table, or "
+                f"set errors.tolerance=all to skip bad records. This batch was not committed to "
+                f"{ref.full_name}, so a restart resumes at this record.",
                 row["topic"], row["partition"], row["offset"], stage)
         count = bad.count()
         report.errors += count
@@ -252,8 +270,7 @@ class Connector:
             for r in bad.selectExpr(*coords, error_column).collect():
                 log.error("skipped record topic=%s partition=%s offset=%s stage=%s: %s",
                           r["topic"], r["partition"], r["offset"], stage, r[error_column])
-        kept = frame.where(f"{error_column} IS NULL")
-        return kept.drop(error_column) if error_column == "_row_error" else kept
+        return frame.where(f"{error_column} IS NULL").drop(error_column), count
 
     # ---- the default pipe: keys -> columns ---------------------------------------
 
@@ -347,27 +364,31 @@ class Connector:
 
     # ---- end of batch ----------------------------------------------------------------
 
-    def _finish(self, report: BatchReport, started: float, max_offsets, rows=None) -> BatchReport:
-        if max_offsets:
-            next_offsets = {tp: o + 1 for tp, o in max_offsets.items()}
+    def _finish(self, report: BatchReport, started: float, stats: dict) -> BatchReport:
+        """Advance the consumer group, measure lag and latency, print the progress line."""
+        if stats:
+            next_offsets = {tp: c["last"] + 1 for tp, c in stats.items()}
             self.positions.update(next_offsets)
             try:
                 self.cluster.commit_group_offsets(self.group, next_offsets)
             except Exception as exc:  # lag reporting only; the table holds the truth
                 log.warning("could not advance consumer group %s: %s", self.group, exc)
+            committed_ms = int(time.time() * 1000)
+            # p50 over the batch: the record-weighted median of the channels' medians.
+            mids = sorted((c["ts_mid"], c["records"]) for c in stats.values())
+            half, running = report.records_read / 2, 0
+            for mid, records in mids:
+                running += records
+                if running >= half:
+                    report.latency_p50_ms = committed_ms - mid
+                    break
+            report.latency_max_ms = committed_ms - min(c["ts_min"] for c in stats.values())
         try:
             latest = self.cluster.latest(self.positions)
             report.offsets_behind = sum(max(0, latest[tp] - pos) for tp, pos in self.positions.items()
                                         if tp in latest)
         except Exception as exc:
             log.warning("could not read latest offsets: %s", exc)
-        if rows is not None:
-            committed_ms = int(time.time() * 1000)
-            stats = rows.selectExpr("percentile_approx(unix_millis(timestamp), 0.5) AS mid",
-                                    "min(unix_millis(timestamp)) AS first").first()
-            if stats["mid"] is not None:
-                report.latency_p50_ms = committed_ms - stats["mid"]
-                report.latency_max_ms = committed_ms - stats["first"]
         report.duration_s = time.time() - started
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
