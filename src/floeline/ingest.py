@@ -170,32 +170,37 @@ class Connector:
         started = time.time()
         cfg = self.config
         report = BatchReport(batch_id)
-        rows = df.selectExpr("key", "value", "topic", "partition", "offset", "timestamp",
-                             "timestampType", "headers", f"{PARSE_VALUE_SQL} AS v")
-        rows = rows.selectExpr("*", f"{PARSE_ERROR_SQL} AS _error",
-                               f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta")
-        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        parsed = df.selectExpr("*", f"{PARSE_VALUE_SQL} AS v")
+        # Cached for the batch: only what routing, the pipe and the commit read.
+        rows = parsed.selectExpr(
+            "topic", "partition", "offset", "timestamp", "value IS NULL AS _tombstone", "v",
+            f"{PARSE_ERROR_SQL} AS _error",
+            f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta",
+        ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             # One pass over the batch gives routing, offsets, error and latency figures.
+            phase = _Phases(report)
             stats = {(r["topic"], r["partition"]): r for r in rows.groupBy("topic", "partition").agg(
                 F.min("offset").alias("first"), F.max("offset").alias("last"),
                 F.count(F.lit(1)).alias("records"), F.count("_error").alias("bad"),
-                F.count(F.when(F.col("value").isNull(), 1)).alias("tombstones"),
+                F.count(F.when(F.col("_tombstone"), 1)).alias("tombstones"),
                 F.min(F.unix_millis("timestamp")).alias("ts_min"),
                 F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"),
             ).collect()}
+            phase("read+stats")
             report.records_read = sum(r["records"] for r in stats.values())
             by_table: dict[str, list[tuple[str, int]]] = {}
             for topic, partition in stats:
                 state = self._state(self.table_ref(topic))
                 by_table.setdefault(state.ref.full_name, []).append((topic, partition))
             for full_name, tps in by_table.items():
-                self._write_table(self._tables[full_name], rows, {tp: stats[tp] for tp in tps}, report)
+                self._write_table(self._tables[full_name], rows, {tp: stats[tp] for tp in tps},
+                                  report, phase)
             return self._finish(report, started, stats)
         finally:
             rows.unpersist()
 
-    def _write_table(self, state: _TableState, rows, channels: dict, report: BatchReport):
+    def _write_table(self, state: _TableState, rows, channels: dict, report: BatchReport, phase):
         """Append this batch's rows of one table, with its channels' new offsets, in one
         Delta commit. `channels` holds the batch statistics of each (topic, partition)."""
         cfg = self.config
@@ -213,36 +218,44 @@ class Connector:
             expected = table_rows.count()
             report.skipped += sum(c["records"] for c in channels.values()) - expected
         if cfg.null_values == "IGNORE" and any(c["tombstones"] for c in channels.values()):
-            tombstones = (table_rows.where("value IS NULL").count() if replayed
+            tombstones = (table_rows.where("_tombstone").count() if replayed
                           else sum(c["tombstones"] for c in channels.values()))
             report.skipped += tombstones
             expected -= tombstones
-            table_rows = table_rows.where("value IS NOT NULL")
+            table_rows = table_rows.where("NOT _tombstone")
         if any(c["bad"] for c in channels.values()):
             table_rows, rejected = self._reject_bad(table_rows, "_error", ref, "value converter", report)
             expected -= rejected
 
         fields = self._record_fields(table_rows) if cfg.schematization else {}
+        phase("keys")
         schema = self._prepare_table(ref, table_rows, fields)
+        phase("table")
         shaped = self._shape(schema, table_rows, fields)
-        cached = None
-        if "_row_error" in shaped.columns:
-            # Conversions can fail: convert once, check, then write from the cache.
-            cached = shaped = shaped.persist(StorageLevel.MEMORY_AND_DISK)
-            shaped, rejected = self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
-            expected -= rejected
-        out = shaped.selectExpr(*[quote_column(c.name) for c in schema.columns])
+        columns = [quote_column(c.name) for c in schema.columns]
+        can_fail = "_row_error" in shaped.columns
+        if can_fail and cfg.errors_tolerance == "none":
+            # Checked inside the write: a bad row fails it before anything commits.
+            out = shaped.where("assert_true(_row_error IS NULL, _row_error) IS NULL").selectExpr(*columns)
+        elif can_fail:
+            out = shaped.where("_row_error IS NULL").selectExpr(*columns)
+        else:
+            out = shaped.selectExpr(*columns)
         new_offsets = dict(state.offsets)
         new_offsets.update({tp: c["last"] for tp, c in channels.items()})
+        user_metadata = commit_metadata(cfg.name, new_offsets)
         try:
-            (out.write.format("delta").mode("append")
-             .option("userMetadata", commit_metadata(cfg.name, new_offsets))
-             .save(ref.path))
+            out.write.format("delta").mode("append").option("userMetadata", user_metadata).save(ref.path)
         except Exception as exc:
+            if can_fail:  # name the first bad record (raises RecordError) if that was the cause
+                self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
             raise TableError(f"writing to table {ref.full_name} failed: {exc}") from exc
-        finally:
-            if cached is not None:
-                cached.unpersist()
+        if can_fail and cfg.errors_tolerance == "all":
+            written = tables.rows_in_commit(self.spark, ref, user_metadata)
+            if written is not None and written < expected:
+                _, rejected = self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
+                expected -= rejected
+        phase("convert+write")
         state.offsets = new_offsets
         report.rows_written[ref.name] = report.rows_written.get(ref.name, 0) + expected
 
@@ -393,6 +406,18 @@ class Connector:
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         return report
+
+
+class _Phases:
+    """Seconds spent per phase of a batch, shown with FLOELINE_PROFILE=1."""
+
+    def __init__(self, report: BatchReport):
+        self.report, self.last = report, time.time()
+
+    def __call__(self, name: str) -> None:
+        now = time.time()
+        self.report.phases[name] = self.report.phases.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 def _install_stop_signals(stop: threading.Event):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 
@@ -16,6 +17,7 @@ class BatchReport:
     latency_p50_ms: int | None = None
     latency_max_ms: int | None = None
     duration_s: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (profiling)
 
     def line(self) -> str:
         tables = ", ".join(f"{t}={n}" for t, n in sorted(self.rows_written.items())) or "-"
@@ -24,6 +26,9 @@ class BatchReport:
             latency = "-"
         else:
             latency = f"p50={self.latency_p50_ms / 1000:.2f}s max={self.latency_max_ms / 1000:.2f}s"
-        return (f"batch {self.batch_id}: read={self.records_read} written[{tables}] "
+        line = (f"batch {self.batch_id}: read={self.records_read} written[{tables}] "
                 f"errors={self.errors} skipped={self.skipped} behind={behind} "
                 f"latency[{latency}] took={self.duration_s:.2f}s")
+        if os.environ.get("FLOELINE_PROFILE") == "1":
+            line += " phases[" + " ".join(f"{k}={v:.2f}" for k, v in self.phases.items()) + "]"
+        return line

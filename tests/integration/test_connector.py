@@ -217,3 +217,31 @@ def test_wrong_type_fails_loud_and_commits_nothing(kafka, topic_name, make_confi
         run_connector(config)
     assert "offset=2" in str(info.value) and "'a'" in str(info.value)
     assert [int(r["A"]) for r in read_table(topic.upper()).collect()] == [1]
+
+
+def test_wrong_type_skipped_and_counted_with_errors_tolerance_all(kafka, topic_name, make_config,
+                                                                  run_connector, read_table):
+    topic = topic_name("wrongall")
+    devkafka.create_topic(kafka, topic)
+    config = make_config(topics=topic, errors__tolerance="all")
+    produce(kafka, topic, [{"a": 1}])
+    run_connector(config)
+    produce(kafka, topic, [{"a": 2}, {"a": "abc"}, {"a": 4, "b": True}])
+    connector = run_connector(config)
+    assert sorted(int(r["A"]) for r in read_table(topic.upper()).collect()) == [1, 2, 4]
+    assert connector.reports[-1].errors == 1 and connector.reports[-1].rows_written == {
+        topic.upper(): 2}
+    assert connector.row_errors == {f"FLOELINE.PUBLIC.{topic.upper()}": 1}
+
+
+def test_log_append_time_topic(kafka, topic_name, make_config, run_connector, read_table):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = topic_name("logappend")
+    admin = AdminClient({"bootstrap.servers": kafka})
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "message.timestamp.type": "LogAppendTime"})])[topic].result()
+    produce(kafka, topic, [{"a": 1}])
+    run_connector(make_config(topics=topic))
+    meta = metadata(read_table(topic.upper()).first())
+    assert isinstance(meta["LogAppendTime"], int) and "CreateTime" not in meta

@@ -88,3 +88,13 @@ def _run(spark, ref: TableRef, statement: str) -> None:
     except Exception as exc:  # Spark raises its own exception types; name the table.
         raise TableError(f"table {ref.full_name} at {ref.path}: {statement.split('(')[0].strip()} "
                          f"failed: {exc}") from exc
+
+
+def rows_in_commit(spark, ref: TableRef, user_metadata: str) -> int | None:
+    """numOutputRows of the newest commit when it is the one carrying `user_metadata`."""
+    from delta.tables import DeltaTable
+
+    last = DeltaTable.forPath(spark, ref.path).history(1).first()
+    if last is None or last["userMetadata"] != user_metadata:
+        return None
+    return int((last["operationMetrics"] or {}).get("numOutputRows", 0))
