@@ -34,7 +34,8 @@ from floeline.records.content import (
     parse_object_schema, present_sql, quote_column, sql_string)
 from floeline.records.metadata import metadata_sql
 from floeline.records.support import check_supported
-from floeline.sources.kafka import KafkaCluster, group_id, starting_offsets_json
+from floeline.sources.kafka import (
+    KafkaCluster, average_record_bytes, group_id, starting_offsets_json)
 from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.channels import commit_metadata, read_offsets
@@ -50,6 +51,13 @@ _COORDS = ("topic", "partition", "offset")
 class _TableState:
     ref: TableRef
     offsets: dict[tuple[str, int], int]  # channel (topic, partition) -> last committed offset
+    schema: TableSchema | None = None  # cached; re-read after DDL, failures and SCHEMA_TTL_S
+    schema_read_at: float = 0.0
+
+
+# How long a table's cached schema is trusted before it is read again, so that changes
+# made from outside (ALTER TABLE, the evolution flag) are picked up while running.
+SCHEMA_TTL_S = 30.0
 
 
 class Connector:
@@ -65,6 +73,7 @@ class Connector:
         self.group = group_id(config.name)
         self._tables: dict[str, _TableState] = {}
         self.positions: dict[tuple[str, int], int] = {}  # next offset to read, for lag
+        self.record_bytes: float | None = None  # sampled mean record size at start
         self.row_errors: dict[str, int] = {}  # table -> rows rejected (rowsErrorCount)
         self.reports: list[BatchReport] = []
         self.failure: BaseException | None = None
@@ -91,6 +100,8 @@ class Connector:
         partitions = [(t, p) for t, n in counts.items() for p in range(n)]
         group = self.cluster.group_offsets(self.group, partitions)
         earliest = self.cluster.earliest(partitions)
+        self.record_bytes = average_record_bytes(self.config.bootstrap_servers,
+                                                 self.cluster.latest(partitions), earliest)
         positions = {}
         for tp in partitions:
             committed = self._state(self.table_ref(tp[0])).offsets.get(tp)
@@ -102,6 +113,14 @@ class Connector:
                 positions[tp] = -2
             self.positions[tp] = positions[tp] if positions[tp] >= 0 else earliest[tp]
         return positions, len(partitions)
+
+    def records_per_partition(self) -> int:
+        """The per-partition batch bound: buffer.count.records, lowered so that a batch of
+        records of the sampled mean size stays within buffer.size.bytes."""
+        limit = self.config.count_records
+        if self.record_bytes:
+            limit = min(limit, max(1, int(self.config.size_bytes // self.record_bytes)))
+        return limit
 
     # ---- the streaming query -------------------------------------------------------
 
@@ -115,7 +134,8 @@ class Connector:
         reader = (self.spark.readStream.format("kafka")
                   .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
                   .option("includeHeaders", "true")
-                  .option("maxOffsetsPerTrigger", str(cfg.count_records * max(1, partition_count))))
+                  .option("maxOffsetsPerTrigger",
+                          str(self.records_per_partition() * max(1, partition_count))))
         if cfg.topics_regex:
             reader = reader.option("subscribePattern", cfg.topics_regex)
         else:
@@ -186,6 +206,7 @@ class Connector:
                 F.count(F.when(F.col("_tombstone"), 1)).alias("tombstones"),
                 F.min(F.unix_millis("timestamp")).alias("ts_min"),
                 F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"),
+                F.expr("schema_of_variant_agg(CASE WHEN _error IS NULL THEN v END)").alias("keys"),
             ).collect()}
             phase("read+stats")
             report.records_read = sum(r["records"] for r in stats.values())
@@ -227,9 +248,9 @@ class Connector:
             table_rows, rejected = self._reject_bad(table_rows, "_error", ref, "value converter", report)
             expected -= rejected
 
-        fields = self._record_fields(table_rows) if cfg.schematization else {}
+        fields = self._record_fields(table_rows, channels) if cfg.schematization else {}
         phase("keys")
-        schema = self._prepare_table(ref, table_rows, fields)
+        schema = self._prepare_table(state, table_rows, fields)
         phase("table")
         shaped = self._shape(schema, table_rows, fields)
         columns = [quote_column(c.name) for c in schema.columns]
@@ -249,6 +270,7 @@ class Connector:
         except Exception as exc:
             if can_fail:  # name the first bad record (raises RecordError) if that was the cause
                 self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
+            state.schema = None  # the table may have changed under us: read it again next time
             raise TableError(f"writing to table {ref.full_name} failed: {exc}") from exc
         if can_fail and cfg.errors_tolerance == "all":
             written = tables.rows_in_commit(self.spark, ref, user_metadata)
@@ -287,25 +309,28 @@ class Connector:
 
     # ---- the default pipe: keys -> columns ---------------------------------------
 
-    def _prepare_table(self, ref: TableRef, table_rows, fields) -> TableSchema:
+    def _schema(self, state: _TableState, refresh: bool = False) -> TableSchema | None:
+        if refresh or state.schema is None or time.time() - state.schema_read_at > SCHEMA_TTL_S:
+            state.schema = tables.read_schema(self.spark, state.ref)
+            state.schema_read_at = time.time()
+        return state.schema
+
+    def _prepare_table(self, state: _TableState, table_rows, fields) -> TableSchema:
         """Create the table on its first record, or evolve it for new keys and for
         NOT NULL columns that records leave empty; returns its schema to write with."""
-        if not self.config.schematization:
-            schema = tables.read_schema(self.spark, ref)
-            if schema is None:
-                tables.create_table(self.spark, ref, [Column(METADATA_COLUMN, "variant"),
-                                                      Column(CONTENT_COLUMN, "variant")])
-                schema = tables.read_schema(self.spark, ref)
-            return schema
-        schema = tables.read_schema(self.spark, ref)
+        ref = state.ref
+        schema = self._schema(state)
         if schema is None:
-            # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
-            columns = [Column(METADATA_COLUMN, "variant")] if self.config.metadata.all_ else []
-            for name, (_keys, vtype) in fields.items():
-                columns.append(Column(name, column_type_for(vtype)))
+            if not self.config.schematization:
+                columns = [Column(METADATA_COLUMN, "variant"), Column(CONTENT_COLUMN, "variant")]
+            else:
+                # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
+                columns = [Column(METADATA_COLUMN, "variant")] if self.config.metadata.all_ else []
+                columns += [Column(name, column_type_for(vtype))
+                            for name, (_keys, vtype) in fields.items()]
             tables.create_table(self.spark, ref, columns, evolution=True)
-            return tables.read_schema(self.spark, ref)
-        if not schema.evolution:
+            return self._schema(state, refresh=True)
+        if not schema.evolution or not self.config.schematization:
             return schema
         new = [Column(name, column_type_for(vtype)) for name, (_k, vtype) in fields.items()
                if schema.find(name) is None]
@@ -321,15 +346,23 @@ class Connector:
             if missing.limit(1).count():
                 tables.drop_not_null(self.spark, ref, column.name)
                 changed = True
-        return tables.read_schema(self.spark, ref) if changed else schema
+        return self._schema(state, refresh=True) if changed else schema
 
-    def _record_fields(self, table_rows) -> dict[str, tuple[list[str], str]]:
-        """Column name -> (the JSON keys that map to it, their merged variant type)."""
-        result = table_rows.where("v IS NOT NULL").selectExpr(
-            "schema_of_variant_agg(v) AS s").first()
+    def _record_fields(self, table_rows, channels: dict) -> dict[str, tuple[list[str], str]]:
+        """Column name -> (the JSON keys that map to it, their merged variant type). The
+        batch's stats pass already merged each channel's keys; only when the table's
+        channels disagree are they merged again over the table's rows."""
+        schemas = {c["keys"] for c in channels.values()} - {None}
+        if len(schemas) <= 1:
+            merged = next(iter(schemas), "")
+        else:
+            valid = "v IS NOT NULL" + (" AND _error IS NULL" if "_error" in table_rows.columns else "")
+            result = table_rows.where(valid).selectExpr(
+                "schema_of_variant_agg(v) AS s").first()
+            merged = result["s"] if result and result["s"] else ""
         fields: dict[str, tuple[list[str], str]] = {}
         upper_index: dict[str, str] = {}
-        for key, vtype in parse_object_schema(result["s"] if result and result["s"] else ""):
+        for key, vtype in parse_object_schema(merged):
             name = column_name_for_key(key)
             existing = upper_index.get(name.upper())
             if existing is None:

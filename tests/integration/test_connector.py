@@ -245,3 +245,20 @@ def test_log_append_time_topic(kafka, topic_name, make_config, run_connector, re
     run_connector(make_config(topics=topic))
     meta = metadata(read_table(topic.upper()).first())
     assert isinstance(meta["LogAppendTime"], int) and "CreateTime" not in meta
+
+
+def test_buffer_bounds_split_a_backlog_into_batches(kafka, topic_name, make_config, run_connector,
+                                                    read_table):
+    """buffer.count.records bounds records per partition per batch; buffer.size.bytes
+    bounds them through the record size sampled at start (~100 bytes here)."""
+    topic = topic_name("bounds")
+    devkafka.create_topic(kafka, topic, partitions=2)
+    produce(kafka, topic, [{"value": {"pad": "x" * 80, "n": i}, "partition": i % 2} for i in range(40)])
+    by_count = run_connector(make_config(topics=topic, buffer__count__records=5,
+                                         snowflake__topic2table__map=f"{topic}:BOUND_COUNT"))
+    assert [r.records_read for r in by_count.reports] == [10, 10, 10, 10]
+    by_size = run_connector(make_config(topics=topic, buffer__size__bytes=500,
+                                        snowflake__topic2table__map=f"{topic}:BOUND_SIZE"))
+    assert by_size.records_per_partition() <= 5 and len(by_size.reports) >= 4
+    assert max(r.records_read for r in by_size.reports) <= 2 * by_size.records_per_partition()
+    assert read_table("BOUND_COUNT").count() == read_table("BOUND_SIZE").count() == 40

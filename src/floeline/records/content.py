@@ -14,10 +14,13 @@ import re
 PARSE_ERROR_SQL = (
     "CASE WHEN value IS NULL THEN NULL "
     "WHEN v IS NULL THEN 'value is not valid JSON (malformed, duplicate keys or invalid UTF-8)' "
-    "WHEN NOT startswith(schema_of_variant(v), 'OBJECT') THEN concat('value is a JSON ', "
-    "lower(regexp_extract(schema_of_variant(v), '^([A-Z]+)', 1)), ', not an object: wrap it "
-    "with the HoistField transform (transforms=hoist, transforms.hoist.type="
-    "org.apache.kafka.connect.transforms.HoistField$Value, transforms.hoist.field=<column>)') END"
+    # A parsed value is an object exactly when its text starts with '{' (cheaper than
+    # computing its schema for every record).
+    "WHEN left(TRIM(LEADING ' \\t\\r\\n' FROM CAST(value AS STRING)), 1) != '{' THEN "
+    "concat('value is a JSON ', lower(regexp_extract(schema_of_variant(v), '^([A-Z]+)', 1)), "
+    "', not an object: wrap it with the HoistField transform (transforms=hoist, "
+    "transforms.hoist.type=org.apache.kafka.connect.transforms.HoistField$Value, "
+    "transforms.hoist.field=<column>)') END"
 )
 
 PARSE_VALUE_SQL = "try_parse_json(CAST(value AS STRING))"

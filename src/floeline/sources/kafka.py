@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 from floeline.errors import ServiceUnavailable
 
@@ -80,6 +81,36 @@ class KafkaCluster:
         self.admin.alter_consumer_group_offsets([request])[group].result()
 
 
+def average_record_bytes(bootstrap: str, latest: dict[tuple[str, int], int],
+                         earliest: dict[tuple[str, int], int], per_partition: int = 20,
+                         max_partitions: int = 16, timeout_s: float = 5.0) -> float | None:
+    """The mean key+value size of the newest records of a few partitions, or None when
+    they are empty. Spark's Kafka source limits a micro-batch by record count only, so
+    buffer.size.bytes is turned into a record count with this sample."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    tps = [tp for tp in sorted(latest) if latest[tp] > earliest.get(tp, 0)][:max_partitions]
+    if not tps:
+        return None
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "floeline-sampler",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        consumer.assign([TopicPartition(t, p, max(earliest.get((t, p), 0), latest[(t, p)] - per_partition))
+                         for t, p in tps])
+        sizes, finished, deadline = [], 0, time.time() + timeout_s
+        while finished < len(tps) and time.time() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error():
+                finished += message.error().code() == KafkaError._PARTITION_EOF
+                continue
+            sizes.append(len(message.value() or b"") + len(message.key() or b""))
+    finally:
+        consumer.close()
+    return sum(sizes) / len(sizes) if sizes else None
+
+
 def starting_offsets_json(positions: dict[tuple[str, int], int]) -> str:
     """Spark's `startingOffsets` JSON: {"topic": {"0": next_offset, ...}}; -2 = earliest."""
     spec: dict[str, dict[str, int]] = {}
@@ -97,7 +128,10 @@ def produce(bootstrap: str, topic: str, records, partition: int | None = None) -
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "batch.num.messages": 10000, "queue.buffering.max.messages": 500000,
-                         "message.max.bytes": 20971520})
+                         "message.max.bytes": 20971520,
+                         # Delivery failures surface through on_delivery below; librdkafka's
+                         # own reconnect chatter after a broker stops would only be noise.
+                         "log_level": 2})
     failures, sent = [], 0
 
     def on_delivery(err, _msg):
