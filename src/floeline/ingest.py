@@ -253,7 +253,7 @@ class Connector:
         schema = self._prepare_table(state, table_rows, fields)
         phase("table")
         shaped = self._shape(schema, table_rows, fields)
-        columns = [quote_column(c.name) for c in schema.columns]
+        columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)]
         can_fail = "_row_error" in shaped.columns
         if can_fail and cfg.errors_tolerance == "none":
             # Checked inside the write: a bad row fails it before anything commits.
@@ -381,32 +381,33 @@ class Connector:
         return []
 
     def _shape(self, schema: TableSchema, table_rows, fields):
-        """Rows in the table's column layout, with `_row_error` naming a conversion
-        failure when some column can fail (it is read from `v`, so built here)."""
-        exprs, errors = [f"{c} AS _src_{c}" for c in _COORDS], []
-        for column in schema.columns:
-            target = quote_column(column.name)
+        """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
+        a conversion failure when some column can fail. Values are extracted in one
+        projection and checked in the next, so each is computed once."""
+        values, errors = [], []
+        for i, column in enumerate(schema.columns):
+            ref = f"_c{i}"
             keys = self._keys_for(column, fields)
             if column.name.upper() == METADATA_COLUMN and not keys:
-                exprs.append(f"CAST(_meta AS {column.type}) AS {target}" if column.type == "variant"
-                             else f"CAST(to_json(_meta) AS {column.type}) AS {target}")
+                values.append(f"CAST(_meta AS {column.type}) AS {ref}" if column.type == "variant"
+                              else f"CAST(to_json(_meta) AS {column.type}) AS {ref}")
             elif column.name.upper() == CONTENT_COLUMN and not self.config.schematization:
-                exprs.append(f"v AS {target}")
+                values.append(f"v AS {ref}")
             elif keys:
-                exprs.append(f"{extract_sql(keys, column.type)} AS {target}")
-                error = conversion_error_sql(column.name, keys, column.type)
+                values.append(f"{extract_sql(keys, column.type)} AS {ref}")
+                error = conversion_error_sql(column.name, ref, keys, column.type)
                 if error:
                     errors.append(error)
-                if not column.nullable:
-                    errors.append(f"CASE WHEN NOT ({present_sql(keys)}) THEN "
-                                  f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
             else:
-                exprs.append(f"CAST(NULL AS {column.type}) AS {target}")
-                if not column.nullable:
-                    errors.append(sql_string(f"NOT NULL column {column.name} receives null"))
+                values.append(f"CAST(NULL AS {column.type}) AS {ref}")
+            if not column.nullable:
+                errors.append(f"CASE WHEN {ref} IS NULL THEN "
+                              f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
+        coords = [f"{c} AS _src_{c}" for c in _COORDS]
+        shaped = table_rows.selectExpr(*coords, "v", *values)
         if errors:
-            exprs.append(f"coalesce({', '.join(errors)}) AS _row_error")
-        return table_rows.selectExpr(*exprs)
+            shaped = shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
+        return shaped
 
     # ---- end of batch ----------------------------------------------------------------
 

@@ -126,13 +126,14 @@ def present_sql(keys: list[str]) -> str:
     return " OR ".join(checks)
 
 
-def conversion_error_sql(column: str, keys: list[str], column_type: str) -> str | None:
+def conversion_error_sql(column: str, value_ref: str, keys: list[str], column_type: str) -> str | None:
     """A SQL expression naming the conversion failure of one column, or None when the
-    column's type accepts any JSON value (VARIANT, STRING)."""
+    column's type accepts any JSON value (VARIANT, STRING). `value_ref` names the
+    already-extracted value, so the (costlier) presence check runs only when it is NULL."""
     if column_type in ("variant", "string"):
         return None
     return (
-        f"CASE WHEN ({present_sql(keys)}) AND {extract_sql(keys, column_type)} IS NULL "
+        f"CASE WHEN {value_ref} IS NULL AND ({present_sql(keys)}) "
         f"THEN concat('value of key ', {sql_string(repr(keys[0]))}, ' (', "
         f"to_json(variant_get(v, {variant_path(keys[0])}, 'variant')), ') cannot be converted "
         f"to column {column.replace(chr(39), '')} of type {column_type}') END"

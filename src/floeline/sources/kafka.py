@@ -24,7 +24,7 @@ class KafkaCluster:
         from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
 
     def partitions(self, topics: tuple[str, ...] = (), pattern: str | None = None
                    ) -> dict[str, int]:

@@ -1,0 +1,69 @@
+"""The command line as a user runs it: `floeline kafka`, `floeline run`, `floeline sql`
+in processes of their own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from floeline import devkafka
+from floeline.sources.kafka import produce
+
+pytestmark = pytest.mark.integration
+
+
+def floeline(*args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "floeline.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
+
+
+def test_kafka_start_is_idempotent_and_stop_stops(tmp_path):
+    state = str(tmp_path / "broker")
+    port = str(devkafka._pick_controller_port(29192))
+    first = floeline("kafka", "start", "--state-dir", state, "--port", port)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == f"bootstrap.servers=127.0.0.1:{port}"
+    again = floeline("kafka", "start", "--state-dir", state, "--port", port)
+    assert again.stdout == first.stdout
+    assert floeline("kafka", "status", "--state-dir", state).returncode == 0
+    assert floeline("kafka", "stop", "--state-dir", state).stdout.strip() == "stopped"
+    assert floeline("kafka", "status", "--state-dir", state).returncode == 1
+
+
+def test_run_then_sql_from_another_process(kafka, topic_name, tmp_path, warehouse):
+    topic = topic_name("cli")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"value": {"order_id": 1, "customer_name": "John"}, "key": "k1"},
+                           {"value": {"order_id": 2, "customer_name": "Łukasz"}}])
+    config = tmp_path / "c.properties"
+    config.write_text(f"name=clitest\ntopics={topic}\nbootstrap.servers={kafka}\n"
+                      f"floeline.warehouse={warehouse}\nsnowflake.topic2table.map={topic}:CLI_ORDERS\n"
+                      f"snowflake.url.name=acct.example.com\n")
+    run = floeline("run", str(config), "--until-caught-up")
+    assert run.returncode == 0, run.stderr
+    assert "batch 0: read=2 written[CLI_ORDERS=2]" in run.stdout
+    assert "snowflake.url.name" in run.stderr  # accepted, reported as ignored
+    query = floeline("sql", "--format", "json",
+                     "SELECT order_id, customer_name, record_metadata:topic::string AS t "
+                     "FROM public.cli_orders ORDER BY order_id",
+                     env={"FLOELINE_WAREHOUSE": warehouse})
+    assert query.returncode == 0, query.stderr
+    rows = [json.loads(line) for line in query.stdout.splitlines()]
+    assert rows == [{"order_id": 1, "customer_name": "John", "t": topic},
+                    {"order_id": 2, "customer_name": "Łukasz", "t": topic}]
+    table = floeline("sql", "--warehouse", warehouse, "SELECT count(*) AS n FROM FLOELINE.PUBLIC.CLI_ORDERS")
+    assert "| 2 |" in table.stdout
+    missing = floeline("sql", "--warehouse", warehouse, "SELECT * FROM NOPE")
+    assert missing.returncode == 1 and "table NOPE not found" in missing.stderr
+
+
+def test_run_reports_unreachable_broker(tmp_path, warehouse):
+    config = tmp_path / "c.properties"
+    config.write_text(f"name=x\ntopics=a\nbootstrap.servers=127.0.0.1:1\nfloeline.warehouse={warehouse}\n")
+    run = floeline("run", str(config), "--until-caught-up", timeout=120)
+    assert run.returncode == 1
+    assert "cannot reach Kafka at bootstrap.servers=127.0.0.1:1" in run.stderr
