@@ -329,7 +329,9 @@ class Connector:
                 columns += [Column(name, column_type_for(vtype))
                             for name, (_keys, vtype) in fields.items()]
             tables.create_table(self.spark, ref, columns, evolution=True)
-            return self._schema(state, refresh=True)
+            # The table is what was just created: no need to read it back.
+            state.schema, state.schema_read_at = TableSchema(tuple(columns), True), time.time()
+            return state.schema
         if not schema.evolution or not self.config.schematization:
             return schema
         new = [Column(name, column_type_for(vtype)) for name, (_k, vtype) in fields.items()
