@@ -167,6 +167,10 @@ class Connector:
                 raise
         finally:
             if query.isActive:
+                # Let a micro-batch in flight finish its commits before stopping.
+                deadline = time.time() + 120
+                while query.isActive and query.status["isTriggerActive"] and time.time() < deadline:
+                    time.sleep(0.2)
                 query.stop()
             restore()
         if self.failure is not None:

@@ -262,3 +262,14 @@ def test_buffer_bounds_split_a_backlog_into_batches(kafka, topic_name, make_conf
     assert by_size.records_per_partition() <= 5 and len(by_size.reports) >= 4
     assert max(r.records_read for r in by_size.reports) <= 2 * by_size.records_per_partition()
     assert read_table("BOUND_COUNT").count() == read_table("BOUND_SIZE").count() == 40
+
+
+def test_schematization_off_writes_record_content(kafka, topic_name, make_config, run_connector,
+                                                  read_table):
+    topic = topic_name("legacy")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"a": 1, "nested": {"b": [1, 2]}}])
+    run_connector(make_config(topics=topic, snowflake__enable__schematization="false"))
+    df = read_table(topic.upper())
+    assert df.columns == ["RECORD_METADATA", "RECORD_CONTENT"]
+    assert json.loads(df.first()["RECORD_CONTENT"].toJson()) == {"a": 1, "nested": {"b": [1, 2]}}

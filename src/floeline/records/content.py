@@ -13,7 +13,8 @@ import re
 # are not errors: behavior.on.null.values decides what happens to them.
 PARSE_ERROR_SQL = (
     "CASE WHEN value IS NULL THEN NULL "
-    "WHEN v IS NULL THEN 'value is not valid JSON (malformed, duplicate keys or invalid UTF-8)' "
+    "WHEN v IS NULL THEN 'value is not valid JSON (malformed, duplicate keys, invalid UTF-8, "
+    "or over the 16 MiB VARIANT limit)' "
     # A parsed value is an object exactly when its text starts with '{' (cheaper than
     # computing its schema for every record).
     "WHEN left(TRIM(LEADING ' \\t\\r\\n' FROM CAST(value AS STRING)), 1) != '{' THEN "
