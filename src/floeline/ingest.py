@@ -30,7 +30,8 @@ from floeline.errors import FloelineError, RecordError, TableError
 from floeline.naming import column_name_for_key, table_for_topic
 from floeline.progress import BatchReport
 from floeline.records.content import (
-    PARSE_ERROR_SQL, PARSE_VALUE_SQL, column_type_for, conversion_error_sql, extract_sql,
+    PARSE_ERROR_SQL, PARSE_VALUE_SQL, column_type_for, conversion_error_sql, conversion_is_safe,
+    extract_sql,
     parse_object_schema, present_sql, quote_column, sql_string)
 from floeline.records.metadata import metadata_sql
 from floeline.records.support import check_supported
@@ -380,6 +381,13 @@ class Connector:
         return fields
 
     @staticmethod
+    def _field_name(column: Column, fields) -> str | None:
+        for name in fields:
+            if name.upper() == column.name.upper():
+                return name
+        return None
+
+    @staticmethod
     def _keys_for(column: Column, fields) -> list[str]:
         for name, (keys, _vtype) in fields.items():
             if name.upper() == column.name.upper():
@@ -401,9 +409,9 @@ class Connector:
                 values.append(f"v AS {ref}")
             elif keys:
                 values.append(f"{extract_sql(keys, column.type)} AS {ref}")
-                error = conversion_error_sql(column.name, ref, keys, column.type)
-                if error:
-                    errors.append(error)
+                # Checked per row only when this batch holds values that may not convert.
+                if not conversion_is_safe(fields[self._field_name(column, fields)][1], column.type):
+                    errors.append(conversion_error_sql(column.name, ref, keys, column.type))
             else:
                 values.append(f"CAST(NULL AS {column.type}) AS {ref}")
             if not column.nullable:

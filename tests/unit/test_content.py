@@ -37,3 +37,16 @@ def test_paths_and_quoting():
     assert variant_path("it's") == "'$[\"it\\'s\"]'"
     assert quote_column("a`b") == "`a``b`"
     assert sql_string("a\\b'") == "'a\\\\b\\''"
+
+
+def test_conversion_safety_decides_when_rows_are_checked():
+    from floeline.records.content import conversion_is_safe as safe
+
+    assert safe("BIGINT", "decimal(38,0)") and safe("DECIMAL(5,2)", "decimal(38,0)")
+    assert safe("BIGINT", "double") and safe("DECIMAL(5,2)", "double")
+    assert safe("STRING", "string") and safe("OBJECT<a: BIGINT>", "variant") and safe("VOID", "int")
+    assert safe("BOOLEAN", "boolean")
+    assert not safe("STRING", "decimal(38,0)") and not safe("VARIANT", "double")
+    assert not safe("DOUBLE", "decimal(38,0)") and not safe("BIGINT", "decimal(10,2)")
+    assert not safe("BIGINT", "int") and not safe("STRING", "timestamp")
+    assert not safe("DECIMAL(20,0)", "bigint") and not safe("BOOLEAN", "double")

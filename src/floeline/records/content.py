@@ -109,6 +109,36 @@ def column_type_for(variant_type: str) -> str:
     return "variant"
 
 
+_EXACT_NUMBERS = _INTEGER_TYPES | {"DECIMAL"}
+_NUMBERS = _EXACT_NUMBERS | {"FLOAT", "DOUBLE"}
+
+
+def conversion_is_safe(variant_type: str, column_type: str) -> bool:
+    """True when every JSON value of the batch-wide `variant_type` (from
+    schema_of_variant_agg) converts to `column_type` without failing, so the per-row
+    conversion check can be skipped for that column."""
+    head = re.match(r"[A-Z_]+", variant_type)
+    head = head.group(0) if head else ""
+    column = column_type.lower()
+    if head == "VOID" or column in ("variant", "string"):
+        return True
+    if head == "BOOLEAN":
+        return column == "boolean"
+    if column in ("double", "float"):
+        return head in _NUMBERS
+    if column.startswith("decimal"):
+        precision, scale = (int(x) for x in re.findall(r"\d+", column)[:2]) if "(" in column else (10, 0)
+        if head in _INTEGER_TYPES:
+            return precision - scale >= 19
+        if head == "DECIMAL":
+            p, s = (int(x) for x in re.findall(r"\d+", variant_type)[:2])
+            return precision - scale >= p - s
+        return False
+    if column in ("bigint", "long"):
+        return head in _INTEGER_TYPES
+    return False
+
+
 def extract_sql(keys: list[str], column_type: str) -> str:
     """The value of a column from the record's first-level `keys` (several keys when
     they differ only in case and so match one column), cast to `column_type`.
