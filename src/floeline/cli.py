@@ -61,7 +61,10 @@ def _cmd_sql(args) -> int:
         statement = sys.stdin.read()
     warehouse = Warehouse(args.warehouse or os.environ.get("FLOELINE_WAREHOUSE", "./warehouse"))
     result = run_sql(get_spark(), statement, warehouse)
-    print(format_rows(result, args.format))
+    try:
+        print(format_rows(result, args.format))
+    except Exception as exc:  # errors Spark raises only when the rows are computed
+        raise FloelineError(f"query failed: {str(exc).split(chr(10) * 2 + 'JVM stacktrace')[0]}") from exc
     return 0
 
 

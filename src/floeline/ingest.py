@@ -163,9 +163,10 @@ class Connector:
         try:
             while query.isActive and not self._stop.is_set():
                 query.awaitTermination(0.5)
-        except Exception:
-            if self.failure is None:
-                raise
+        except Exception as exc:
+            if self.failure is None:  # the query failed outside a batch (source, planning)
+                raise FloelineError(f"connector {self.config.name} stopped: "
+                                    f"{_first_lines(str(exc))}") from exc
         finally:
             if query.isActive:
                 # Let a micro-batch in flight finish its commits before stopping.
@@ -177,7 +178,8 @@ class Connector:
         if self.failure is not None:
             raise self.failure
         if query.exception() is not None:
-            raise FloelineError(f"connector {self.config.name} stopped: {query.exception()}")
+            raise FloelineError(f"connector {self.config.name} stopped: "
+                                f"{_first_lines(str(query.exception()))}")
 
     def stop(self) -> None:
         self._stop.set()
@@ -273,13 +275,14 @@ class Connector:
         try:
             out.write.format("delta").mode("append").option("userMetadata", user_metadata).save(ref.path)
         except Exception as exc:
-            if can_fail:  # name the first bad record (raises RecordError) if that was the cause
+            if can_fail and cfg.errors_tolerance == "none":
+                # Name the first bad record (raises RecordError) if that was the cause.
                 self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
             state.schema = None  # the table may have changed under us: read it again next time
             raise TableError(f"writing to table {ref.full_name} failed: {exc}") from exc
         if can_fail and cfg.errors_tolerance == "all":
             written = tables.rows_in_commit(self.spark, ref, user_metadata)
-            if written is not None and written < expected:
+            if written is None or written < expected:  # None: another commit came after ours
                 _, rejected = self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
                 expected -= rejected
         phase("convert+write")
@@ -406,7 +409,8 @@ class Connector:
                 values.append(f"CAST(_meta AS {column.type}) AS {ref}" if column.type == "variant"
                               else f"CAST(to_json(_meta) AS {column.type}) AS {ref}")
             elif column.name.upper() == CONTENT_COLUMN and not self.config.schematization:
-                values.append(f"v AS {ref}")
+                # A tombstone kept by behavior.on.null.values=DEFAULT is an empty object.
+                values.append(f"CASE WHEN _tombstone THEN parse_json('{{}}') ELSE v END AS {ref}")
             elif keys:
                 values.append(f"{extract_sql(keys, column.type)} AS {ref}")
                 # Checked per row only when this batch holds values that may not convert.
@@ -454,6 +458,12 @@ class Connector:
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         return report
+
+
+def _first_lines(message: str, n: int = 6) -> str:
+    """A Spark error without its JVM stack trace."""
+    message = message.split("\n\nJVM stacktrace")[0]
+    return "\n".join(message.splitlines()[:n])
 
 
 class _Phases:

@@ -76,6 +76,9 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+        # An append whose rows were all filtered (tombstones ignored, bad records, replays)
+        # must still commit: it carries the channels' new offsets.
+        "spark.databricks.delta.skipRecordingEmptyCommits": "false",
         "spark.driver.memory": os.environ.get("FLOELINE_DRIVER_MEMORY", "2g"),
         "spark.sql.streaming.stopTimeout": "60s",
         # Spark's "hostname resolves to loopback" warning is noise for local runs.

@@ -273,3 +273,23 @@ def test_schematization_off_writes_record_content(kafka, topic_name, make_config
     df = read_table(topic.upper())
     assert df.columns == ["RECORD_METADATA", "RECORD_CONTENT"]
     assert json.loads(df.first()["RECORD_CONTENT"].toJson()) == {"a": 1, "nested": {"b": [1, 2]}}
+
+
+def test_batch_with_only_bad_records_still_commits_its_offsets(kafka, topic_name, make_config,
+                                                               run_connector, read_table):
+    """errors.tolerance=all: a batch whose every row fails still records the channel's
+    offset, so the bad records are not read, logged and counted again after a restart."""
+    import shutil
+
+    topic = topic_name("allbad")
+    devkafka.create_topic(kafka, topic)
+    config = make_config(topics=topic, errors__tolerance="all")
+    produce(kafka, topic, [{"a": 1}])
+    run_connector(config)
+    produce(kafka, topic, [{"a": "x"}, {"a": "y"}])
+    connector = run_connector(config)
+    assert connector.reports[-1].errors == 2
+    shutil.rmtree(config.checkpoint_dir)
+    again = run_connector(config)
+    assert sum(r.records_read for r in again.reports) == 0
+    assert [int(r["A"]) for r in read_table(topic.upper()).collect()] == [1]

@@ -28,14 +28,21 @@ PARSE_VALUE_SQL = "try_parse_json(CAST(value AS STRING))"
 
 
 def variant_path(key: str) -> str:
-    """A variant_get path selecting first-level `key`, as a SQL string literal."""
+    """A variant_get path selecting first-level `key`, as a SQL string literal (None
+    for a key holding both quote characters, which no path can address)."""
     if "'" not in key:
-        path = "$['" + key + "']"
-    elif '"' not in key:
-        path = '$["' + key + '"]'
-    else:
-        raise ValueError(f"JSON key {key!r} holds both quote characters; it cannot be addressed")
-    return sql_string(path)
+        return sql_string("$['" + key + "']")
+    if '"' not in key:
+        return sql_string('$["' + key + '"]')
+    return None
+
+
+def key_value_sql(key: str) -> str:
+    """The VARIANT value of first-level `key` (NULL when absent)."""
+    path = variant_path(key)
+    if path is None:
+        return f"try_variant_get(v, '$', 'map<string,variant>')[{sql_string(key)}]"
+    return f"variant_get(v, {path}, 'variant')"
 
 
 def sql_string(text: str) -> str:
@@ -76,7 +83,11 @@ def parse_object_schema(type_string: str) -> list[tuple[str, str]]:
         i += 2
         depth, start = 0, i
         while i < len(body) and not (depth == 0 and body[i] == ","):
-            depth += body[i] in "<(" 
+            if body[i] == "`":  # a quoted nested name: its brackets do not nest
+                i = body.index("`", i + 1)
+                while body[i + 1:i + 2] == "`":  # `` is an escaped backtick
+                    i = body.index("`", i + 2)
+            depth += body[i] in "<("
             depth -= body[i] in ">)"
             i += 1
         fields.append((key, body[start:i].strip()))
@@ -143,17 +154,15 @@ def extract_sql(keys: list[str], column_type: str) -> str:
     """The value of a column from the record's first-level `keys` (several keys when
     they differ only in case and so match one column), cast to `column_type`.
     try_variant_get yields NULL on a failed cast; `conversion_error_sql` reports it."""
-    gets = [f"try_variant_get(v, {variant_path(k)}, {sql_string(column_type)})" for k in keys]
+    gets = [f"try_variant_get(v, {variant_path(k)}, {sql_string(column_type)})" if variant_path(k)
+            else f"try_cast({key_value_sql(k)} AS {column_type})" for k in keys]
     return gets[0] if len(gets) == 1 else f"coalesce({', '.join(gets)})"
 
 
 def present_sql(keys: list[str]) -> str:
     """TRUE when the record has a non-null value for any of `keys`."""
-    checks = [
-        f"(variant_get(v, {variant_path(k)}, 'variant') IS NOT NULL AND "
-        f"NOT is_variant_null(variant_get(v, {variant_path(k)}, 'variant')))"
-        for k in keys
-    ]
+    checks = [f"({key_value_sql(k)} IS NOT NULL AND NOT is_variant_null({key_value_sql(k)}))"
+              for k in keys]
     return " OR ".join(checks)
 
 
@@ -166,6 +175,6 @@ def conversion_error_sql(column: str, value_ref: str, keys: list[str], column_ty
     return (
         f"CASE WHEN {value_ref} IS NULL AND ({present_sql(keys)}) "
         f"THEN concat('value of key ', {sql_string(repr(keys[0]))}, ' (', "
-        f"to_json(variant_get(v, {variant_path(keys[0])}, 'variant')), ') cannot be converted "
-        f"to column {column.replace(chr(39), '')} of type {column_type}') END"
+        f"to_json({key_value_sql(keys[0])}), ') cannot be converted to column ', "
+        f"{sql_string(column)}, ' of type {column_type}') END"
     )

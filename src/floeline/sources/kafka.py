@@ -12,6 +12,8 @@ import time
 from floeline.errors import ServiceUnavailable
 
 TIMEOUT_S = 15
+# Spark's Kafka source never subscribes to the broker's internal topics.
+_INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
 
 
 def group_id(connector: str) -> str:
@@ -38,7 +40,7 @@ class KafkaCluster:
         regex = re.compile(pattern) if pattern else None
         found = {}
         for name, topic in meta.topics.items():
-            if name in topics or (regex and regex.fullmatch(name) and not name.startswith("__")):
+            if name in topics or (regex and regex.fullmatch(name) and name not in _INTERNAL_TOPICS):
                 found[name] = len(topic.partitions)
         return found
 

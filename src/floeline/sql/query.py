@@ -33,9 +33,14 @@ def translate(sql: str, warehouse: Warehouse) -> str:
         alias = table.args.get("alias")
         replacement = exp.Table(this=exp.to_identifier(ref.path, quoted=True),
                                 db=exp.to_identifier("delta"))
-        if alias is None:
+        for arg in ("version", "joins", "pivots", "laterals"):
+            if table.args.get(arg):
+                replacement.set(arg, table.args[arg])
+        if alias is None and isinstance(table.parent, (exp.From, exp.Join)):
+            # Columns qualified by the table's name (ORDERS.ID) keep working.
             alias = exp.TableAlias(this=exp.to_identifier(table.name, quoted=True))
-        replacement.set("alias", alias)
+        if alias is not None:
+            replacement.set("alias", alias)
         table.replace(replacement)
     return tree.sql(dialect=DIALECT)
 
