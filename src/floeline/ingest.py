@@ -279,7 +279,7 @@ class Connector:
                 # Name the first bad record (raises RecordError) if that was the cause.
                 self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
             state.schema = None  # the table may have changed under us: read it again next time
-            raise TableError(f"writing to table {ref.full_name} failed: {exc}") from exc
+            raise TableError(f"writing to table {ref.full_name} failed: {_first_lines(str(exc))}") from exc
         if can_fail and cfg.errors_tolerance == "all":
             written = tables.rows_in_commit(self.spark, ref, user_metadata)
             if written is None or written < expected:  # None: another commit came after ours
