@@ -351,7 +351,7 @@ class Connector:
         for column in schema.columns:
             if column.nullable or column.name == METADATA_COLUMN:
                 continue
-            keys = self._keys_for(column, fields)
+            keys, _vtype = self._field_for(column, fields)
             missing = table_rows.where(f"NOT ({present_sql(keys)})" if keys else "true")
             if missing.limit(1).count():
                 tables.drop_not_null(self.spark, ref, column.name)
@@ -384,18 +384,12 @@ class Connector:
         return fields
 
     @staticmethod
-    def _field_name(column: Column, fields) -> str | None:
-        for name in fields:
+    def _field_for(column: Column, fields) -> tuple[list[str], str]:
+        """The JSON keys matching `column` (case-insensitively) and their batch type."""
+        for name, field in fields.items():
             if name.upper() == column.name.upper():
-                return name
-        return None
-
-    @staticmethod
-    def _keys_for(column: Column, fields) -> list[str]:
-        for name, (keys, _vtype) in fields.items():
-            if name.upper() == column.name.upper():
-                return keys
-        return []
+                return field
+        return [], "VOID"
 
     def _shape(self, schema: TableSchema, table_rows, fields):
         """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
@@ -404,7 +398,7 @@ class Connector:
         values, errors = [], []
         for i, column in enumerate(schema.columns):
             ref = f"_c{i}"
-            keys = self._keys_for(column, fields)
+            keys, batch_type = self._field_for(column, fields)
             if column.name.upper() == METADATA_COLUMN and not keys:
                 values.append(f"CAST(_meta AS {column.type}) AS {ref}" if column.type == "variant"
                               else f"CAST(to_json(_meta) AS {column.type}) AS {ref}")
@@ -414,7 +408,7 @@ class Connector:
             elif keys:
                 values.append(f"{extract_sql(keys, column.type)} AS {ref}")
                 # Checked per row only when this batch holds values that may not convert.
-                if not conversion_is_safe(fields[self._field_name(column, fields)][1], column.type):
+                if not conversion_is_safe(batch_type, column.type):
                     errors.append(conversion_error_sql(column.name, ref, keys, column.type))
             else:
                 values.append(f"CAST(NULL AS {column.type}) AS {ref}")
