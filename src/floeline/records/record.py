@@ -1,0 +1,29 @@
+"""One Kafka record as Python sees it between the converters and the table: the
+shape Kafka Connect's converters produce and its transforms (SMTs) consume.
+
+Values are schemaless Python objects: dict (struct or map), list, str, int, float,
+bool, None, bytes, decimal.Decimal, datetime.date/datetime.datetime (UTC). The
+spec's conversion rules turn them into JSON text only at the end (converters.py),
+so transforms see the same types Kafka Connect's would."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+@dataclass
+class Record:
+    topic: str  # the topic routing uses; RegexRouter may rename it
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime, -1 none
+    key: Any = None
+    value: Any = None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    schema_id: int | None = None  # the value's schema registry id, when it had one
+
+    def with_(self, **changes) -> "Record":
+        """A copy with some fields changed (transforms never mutate their input)."""
+        return replace(self, **changes)
