@@ -81,3 +81,15 @@ def read_table(spark, warehouse):
         df = spark.read.format("delta").load(os.path.join(warehouse, database, schema, name))
         return df.where(where) if where else df
     return read
+
+
+@pytest.fixture(scope="session")
+def schema_registry(tmp_path_factory):
+    """Base URL of a Confluent-compatible schema registry (Apicurio Registry, in
+    memory) started for this run, e.g. http://127.0.0.1:PORT/apis/ccompat/v7."""
+    from floeline import devregistry
+
+    state = tmp_path_factory.mktemp("registry")
+    url = devregistry.start(state, _free_port())
+    yield url
+    devregistry.stop(state)

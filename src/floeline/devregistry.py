@@ -1,0 +1,249 @@
+"""A local Confluent-compatible schema registry for the tests and the demo.
+
+It is Apicurio Registry (an independent, Apache-licensed registry) in its in-memory
+mode, which serves Confluent's REST API under /apis/ccompat/v7: the URL `start`
+returns is what a connector config puts in `value.converter.schema.registry.url`, and
+Confluent serializers and clients talk to it unchanged (POST
+/subjects/{subject}/versions, GET /schemas/ids/{id}, ...). Its runnable distribution
+(`io.apicurio:apicurio-registry-app:<version>:tar.gz:all`) comes from Maven Central,
+fetched once with `mvn dependency:copy` and unpacked under `cache_dir()`. Schemas live
+in memory: a restart forgets them.
+
+As with devkafka, everything about one registry (pid, port, log) lives in its state
+directory, which is how `start`, `stop` and `running_url` find it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from floeline.devkafka import cache_dir
+from floeline.errors import ServiceUnavailable
+
+APICURIO_VERSION = "2.6.13.Final"
+ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
+RUNNER_JAR = f"apicurio-registry-app-{APICURIO_VERSION}-runner.jar"
+CCOMPAT_PATH = "/apis/ccompat/v7"
+DEFAULT_PORT = 18081
+HOST = "127.0.0.1"
+
+_INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
+                 "`apt-get install openjdk-17-jdk-headless maven`")
+_COMPLETE_MARKER = ".floeline-complete"
+_children: list[subprocess.Popen] = []
+
+
+def _state_dir(state_dir: Path | str | None) -> Path:
+    raw = state_dir or os.environ.get("FLOELINE_REGISTRY_STATE") or Path(".floeline") / "registry"
+    return Path(raw).expanduser().resolve()
+
+
+# ---------------------------------------------------------------- distribution
+
+def fetch_registry() -> Path:
+    """The unpacked Apicurio Registry distribution (holding RUNNER_JAR and lib/),
+    downloaded with Maven on first use. Unpacked in a temp dir renamed into place
+    when complete, so an interrupted download is never used."""
+    home = cache_dir() / f"apicurio-registry-{APICURIO_VERSION}"
+    if (home / _COMPLETE_MARKER).exists():
+        return home
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None:
+            raise ServiceUnavailable(f"`{tool}` is not on PATH; the local schema registry needs "
+                                     f"it to download and run: {_INSTALL_HINT}")
+    home.parent.mkdir(parents=True, exist_ok=True)
+    print(f"floeline: downloading Apicurio Registry {APICURIO_VERSION} (~140 MB) with Maven "
+          f"into {home} (first run only)...", file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="fetch-registry-", dir=home.parent) as tmp:
+        cmd = ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={ARTIFACT}",
+               f"-DoutputDirectory={tmp}"]
+        done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              cwd=tmp)
+        archives = list(Path(tmp).glob("*.tar.gz"))
+        if done.returncode != 0 or not archives:
+            raise ServiceUnavailable(
+                f"Maven could not fetch {ARTIFACT} (`{' '.join(cmd)}` exited "
+                f"{done.returncode}); check access to Maven's repository. Maven said:\n"
+                f"{_last_lines(done.stdout + done.stderr, 30)}")
+        staged = Path(tmp) / "dist"
+        with tarfile.open(archives[0]) as archive:
+            archive.extractall(staged, filter="data")
+        if not (staged / RUNNER_JAR).exists():
+            raise ServiceUnavailable(f"{ARTIFACT} has no {RUNNER_JAR}")
+        (staged / _COMPLETE_MARKER).write_text(APICURIO_VERSION)
+        shutil.rmtree(home, ignore_errors=True)
+        try:
+            staged.rename(home)
+        except OSError:
+            if not (home / _COMPLETE_MARKER).exists():
+                raise
+    return home
+
+
+# ---------------------------------------------------------------- start / stop
+
+def start(state_dir: Path | str | None = None, port: int | None = None,
+          timeout_s: float = 120) -> str:
+    """Start the registry for `state_dir` (or find it running) and return its
+    Confluent-compatible base URL, http://127.0.0.1:PORT/apis/ccompat/v7, once it
+    answers GET /subjects. Idempotent, like devkafka.start."""
+    state = _state_dir(state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    with _start_lock(state):
+        pid = _recorded_pid(state)
+        if pid is not None and _is_our_registry(pid, state):
+            url = (state / "url").read_text().strip()
+            _wait_until_serving(url, lambda: _is_our_registry(pid, state), state, timeout_s)
+            return url
+        return _launch(state, port if port is not None else DEFAULT_PORT, timeout_s)
+
+
+def stop(state_dir: Path | str | None = None, timeout_s: float = 30) -> bool:
+    """Stop the state dir's registry (SIGTERM, then SIGKILL). False if none ran."""
+    state = _state_dir(state_dir)
+    pid = _recorded_pid(state)
+    if pid is None or not _is_our_registry(pid, state):
+        (state / "registry.pid").unlink(missing_ok=True)
+        return False
+    _signal(pid, signal.SIGTERM)
+    if not _wait_for_exit(pid, state, timeout_s):
+        _signal(pid, signal.SIGKILL)
+        _wait_for_exit(pid, state, 10)
+    (state / "registry.pid").unlink(missing_ok=True)
+    return True
+
+
+def running_url(state_dir: Path | str | None = None) -> str | None:
+    """The base URL of the state dir's registry if it is alive, else None."""
+    state = _state_dir(state_dir)
+    pid = _recorded_pid(state)
+    if pid is None or not _is_our_registry(pid, state):
+        return None
+    try:
+        return (state / "url").read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
+def _launch(state: Path, port: int, timeout_s: float) -> str:
+    if not _port_free(port):
+        raise ServiceUnavailable(f"port {port} on {HOST} is already in use; stop that program "
+                                 f"or start the registry on another port")
+    if shutil.which("java") is None:
+        raise ServiceUnavailable(f"`java` is not on PATH; the schema registry needs it: "
+                                 f"{_INSTALL_HINT}")
+    home = fetch_registry()
+    url = f"http://{HOST}:{port}{CCOMPAT_PATH}"
+    cmd = ["java", "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+           f"-Dfloeline.registry.state={state}",  # identifies the process as ours
+           f"-Dquarkus.http.port={port}", f"-Dquarkus.http.host={HOST}",
+           "-Dquarkus.log.console.color=false",
+           "-jar", str(home / RUNNER_JAR)]
+    with open(state / "registry.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=state, start_new_session=True)
+    _children.append(proc)
+    (state / "url").write_text(url + "\n")
+    (state / "registry.pid").write_text(f"{proc.pid}\n")
+    try:
+        _wait_until_serving(url, lambda: proc.poll() is None, state, timeout_s)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        (state / "registry.pid").unlink(missing_ok=True)
+        raise
+    return url
+
+
+def _wait_until_serving(url: str, alive, state: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive():
+            raise ServiceUnavailable(f"the schema registry at {url} exited during start; last "
+                                     f"lines of {state / 'registry.log'}:\n{_log_tail(state)}")
+        try:
+            with urllib.request.urlopen(url + "/subjects", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.3)
+    raise ServiceUnavailable(f"the schema registry at {url} did not answer within {timeout_s:.0f}s; "
+                             f"last lines of {state / 'registry.log'}:\n{_log_tail(state)}")
+
+
+# ---------------------------------------------------------------- processes
+
+def _recorded_pid(state: Path) -> int | None:
+    try:
+        return int((state / "registry.pid").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _is_our_registry(pid: int, state: Path) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        if Path("/proc/self").exists():
+            return False
+        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
+        cmdline = done.stdout
+    return RUNNER_JAR in cmdline and f"-Dfloeline.registry.state={state} " in cmdline + " "
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _wait_for_exit(pid: int, state: Path, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if not _is_our_registry(pid, state):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@contextlib.contextmanager
+def _start_lock(state: Path):
+    with open(state / "start.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def _log_tail(state: Path, n: int = 30) -> str:
+    try:
+        return _last_lines((state / "registry.log").read_text(errors="replace"), n)
+    except FileNotFoundError:
+        return "(no registry.log)"
+
+
+def _last_lines(text: str, n: int) -> str:
+    return "\n".join(text.rstrip().splitlines()[-n:])

@@ -1,0 +1,205 @@
+"""The decode stage in Spark: Kafka source rows -> converted, transformed records as
+JSON text, in Python workers over Arrow batches (DataFrame.mapInArrow).
+
+Configs whose records are plain JSON with text keys and no transforms never come here
+(`needs_python_decode` is False): the connector keeps its Spark SQL path on the raw
+bytes. Everything else — the Avro / Protobuf / JSON Schema / String / bytes converters,
+the JsonConverter envelope, Kafka Connect transforms — runs per record in Python:
+
+  key bytes   -> key converter    -> Record.key
+  value bytes -> value converter  -> Record.value (+ schema_id)
+  Record      -> transforms (SMTs) -> Record | None (None: dropped by a filter)
+  Record      -> to_json_text / key_text
+
+`decode_frame` keeps every input row and every input column unchanged and adds:
+
+  _route_topic   string   the topic after transforms (RegexRouter), else the topic
+  _key_text      string   the (transformed) key for RECORD_METADATA.key; NULL: no key
+  _value_json    string   the (transformed) value as JSON text; NULL: a tombstone (or a
+                          dropped / failed record)
+  _schema_id     int      the value's schema registry id, when it had one
+  _skip          boolean  dropped by a transform (Filter); not an error
+  _decode_error  string   why the record could not be decoded; NULL when fine
+  _decode_stage  string   'key converter' | 'value converter' | 'transform'
+  _error_class   string   the exception's class name (RegistryUnavailable: the schema
+                          registry could not be reached, a transient problem)
+  _error_trace   string   the last frames of the traceback
+
+A record that fails never fails the Spark job: the error is in its row.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from floeline.errors import ConfigError
+from floeline.records import converters as conv
+from floeline.records.record import Record
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from floeline.config import ConnectorConfig
+
+TRANSFORM_STAGE = "transform"
+DECODE_COLUMNS = (
+    ("_route_topic", "string"), ("_key_text", "string"), ("_value_json", "string"),
+    ("_schema_id", "int"), ("_skip", "boolean"), ("_decode_error", "string"),
+    ("_decode_stage", "string"), ("_error_class", "string"), ("_error_trace", "string"),
+)
+_TRACE_FRAMES = 4
+_TRACE_CHARS = 2000
+
+
+def has_transforms(settings: Mapping[str, str]) -> bool:
+    return bool(str(settings.get("transforms", "") or "").strip())
+
+
+def needs_python_decode(config: ConnectorConfig) -> bool:
+    """False when Spark SQL can read the records as they are: the value converter is
+    JSON without the schema envelope (or unset), the key converter is JSON without
+    envelope, String or unset, and there are no transforms."""
+    raw = config.raw
+    value_plain = (config.value_converter in (None, conv.JSON_CONVERTER)
+                   and not conv.json_schemas_enabled(raw, "value"))
+    key_plain = (config.key_converter in (None, conv.STRING_CONVERTER)
+                 or (config.key_converter == conv.JSON_CONVERTER
+                     and not conv.json_schemas_enabled(raw, "key")))
+    return not (value_plain and key_plain and not has_transforms(raw))
+
+
+def transform_chain_for(settings: Mapping[str, str]):
+    """The connector's transform chain, or None without `transforms`. Built on the
+    driver (to report config errors early) and once per Spark task."""
+    if not has_transforms(settings):
+        return None
+    try:
+        from floeline.records.transforms import transform_chain
+    except ImportError as exc:
+        raise ConfigError(f"transforms={settings['transforms']} needs floeline.records.transforms, "
+                          f"which this floeline build lacks ({exc})") from None
+    chain = transform_chain(settings)
+    return None if getattr(chain, "empty", False) else chain
+
+
+def decode_frame(df: DataFrame, config: ConnectorConfig) -> DataFrame:
+    """`df` (the Kafka source's columns: key, value, topic, partition, offset,
+    timestamp, timestampType and, with includeHeaders, headers) with the decode
+    columns added; same rows, same order within each partition. Streaming-safe: one
+    mapInArrow, no action."""
+    from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
+
+    # only what decoding reads travels to the executors (config.raw also holds secrets)
+    settings = {k: v for k, v in config.raw.items()
+                if k.startswith(("key.converter", "value.converter", "transforms", "predicates"))}
+    conv.check_converters(settings)
+    transform_chain_for(settings)  # config errors surface here, on the driver
+    types = {"string": StringType(), "int": IntegerType(), "boolean": BooleanType()}
+    schema = StructType(list(df.schema.fields)
+                        + [StructField(name, types[t], True) for name, t in DECODE_COLUMNS])
+    columns = list(df.columns)
+    _use_this_python(df.sparkSession)
+
+    def run(batches):
+        return decode_batches(batches, settings, columns)
+
+    return df.mapInArrow(run, schema)
+
+
+def _use_this_python(spark) -> None:
+    """Local Spark runs Python workers with $PYSPARK_PYTHON, else `python3` from PATH,
+    which may lack floeline and its converters' packages: when PYSPARK_PYTHON is unset
+    and the master is local, the workers use this interpreter. (Best done where the
+    session is built; harmless when it already is.)"""
+    context = spark.sparkContext
+    if "PYSPARK_PYTHON" not in os.environ and context.master.startswith("local"):
+        context.pythonExec = sys.executable
+
+
+class RecordDecoder:
+    """Converters and transform chain of one connector, built once per task."""
+
+    def __init__(self, settings: Mapping[str, str], registry=None):
+        self.key = conv.converter_for(settings, "key", registry)
+        self.value = conv.converter_for(settings, "value", registry)
+        self.chain = transform_chain_for(settings)
+
+    def decode(self, topic: str, partition: int, offset: int, timestamp_ms: int | None,
+               timestamp_type: int, key: bytes | None, value: bytes | None,
+               headers: list[tuple[str, bytes | None]]) -> tuple:
+        """One record -> the decode columns' values, in DECODE_COLUMNS order."""
+        stage = conv.KEY_STAGE
+        schema_id = None
+        try:
+            key_value = self.key.convert(key).value
+            stage = conv.VALUE_STAGE
+            converted = self.value.convert(value)
+            schema_id = converted.schema_id
+            record = Record(topic, partition, offset, timestamp_ms, timestamp_type,
+                            key=key_value, value=converted.value, headers=headers,
+                            schema_id=schema_id)
+            if self.chain is not None:
+                stage = TRANSFORM_STAGE
+                out = self.chain.apply(record)
+                if out is None:
+                    return (topic, None, None, schema_id, True, None, None, None, None)
+                record = out
+            stage = conv.VALUE_STAGE  # rendering the value as JSON text
+            value_json = None if record.value is None else conv.to_json_text(record.value)
+            stage = conv.KEY_STAGE
+            return (record.topic, conv.key_text(record.key), value_json, schema_id, False,
+                    None, None, None, None)
+        except Exception as exc:  # noqa: BLE001 - every record error is reported in its row
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            stage = getattr(exc, "stage", None) or stage
+            trace = "".join(traceback.format_exception(exc, limit=-_TRACE_FRAMES))
+            return (topic, None, None, schema_id, False, reason, stage, type(exc).__name__,
+                    trace[-_TRACE_CHARS:])
+
+
+def decode_batches(batches: Iterator[Any], settings: Mapping[str, str], columns: list[str],
+                   registry=None) -> Iterator[Any]:
+    """mapInArrow's function: each pyarrow RecordBatch with the decode columns added."""
+    import pyarrow as pa
+
+    decoder = RecordDecoder(settings, registry)
+    types = {"string": pa.string(), "int": pa.int32(), "boolean": pa.bool_()}
+    out_fields = [pa.field(name, types[t]) for name, t in DECODE_COLUMNS]
+    for batch in batches:
+        n = batch.num_rows
+        get = {name: batch.column(name) for name in columns}
+        keys = get["key"].to_pylist() if "key" in get else [None] * n
+        values = get["value"].to_pylist() if "value" in get else [None] * n
+        topics = get["topic"].to_pylist()
+        partitions = get["partition"].to_pylist()
+        offsets = get["offset"].to_pylist()
+        stamps = _epoch_ms(get["timestamp"]) if "timestamp" in get else [None] * n
+        stamp_types = get["timestampType"].to_pylist() if "timestampType" in get else [-1] * n
+        headers = get["headers"].to_pylist() if "headers" in get else [None] * n
+        rows = [decoder.decode(topics[i], partitions[i], offsets[i], stamps[i],
+                               -1 if stamp_types[i] is None else stamp_types[i],
+                               keys[i], values[i],
+                               [(h["key"], h["value"]) for h in headers[i] or ()])
+                for i in range(n)]
+        extra = [pa.array([row[j] for row in rows], type=field.type)
+                 for j, field in enumerate(out_fields)]
+        yield pa.RecordBatch.from_arrays(
+            [batch.column(name) for name in columns] + extra,
+            schema=pa.schema([batch.schema.field(name) for name in columns] + out_fields))
+
+
+def _epoch_ms(column) -> list[int | None]:
+    """Arrow timestamps (any unit) -> epoch milliseconds."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    unit = column.type.unit if pa.types.is_timestamp(column.type) else "ms"
+    as_int = pc.cast(column, pa.int64())
+    divisor = {"s": None, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+    if divisor is None:
+        return [None if v is None else v * 1000 for v in as_int.to_pylist()]
+    return [None if v is None else v // divisor for v in as_int.to_pylist()]
