@@ -34,9 +34,31 @@ class RecordError(FloelineError):
         super().__init__(where + message)
 
 
+class TransformError(RecordError):
+    """A Single Message Transform (transforms.<alias>) failed on a record. The message
+    names the alias, the transform class and the reason; `alias`, `transform` (the short
+    class name, e.g. "Cast$Value") and `reason` (the message without the record's
+    coordinates) are kept for callers that build their own message."""
+
+    def __init__(self, message: str, topic: str | None = None, partition: int | None = None,
+                 offset: int | None = None, stage: str | None = "transform",
+                 alias: str | None = None, transform: str | None = None):
+        super().__init__(message, topic, partition, offset, stage)
+        self.alias, self.transform, self.reason = alias, transform, message
+
+    def __reduce__(self):  # keep the coordinates when pickled (Spark ships errors between processes)
+        return (type(self), (self.reason, self.topic, self.partition, self.offset, self.stage,
+                             self.alias, self.transform))
+
+
 class TableError(FloelineError):
     """A warehouse table cannot be created, evolved or written. Terminal."""
 
 
 class ServiceUnavailable(FloelineError):
     """Kafka, Java or another service floeline needs cannot be reached. Transient."""
+
+
+class SqlError(FloelineError):
+    """A `floeline sql` statement cannot be parsed, translated or run. The message
+    names the statement, the position (line/col) when known, and the problem."""
