@@ -53,18 +53,34 @@ def _cmd_run(args) -> int:
 
 def _cmd_sql(args) -> int:
     from floeline.spark import get_spark
-    from floeline.sql.query import format_rows, run_sql
+    from floeline.sql.query import format_rows, spark_error
+    from floeline.sql.script import run_script
     from floeline.warehouse.catalog import Warehouse
 
-    statement = args.statement
-    if statement is None or statement == "-":
-        statement = sys.stdin.read()
+    if args.file and args.statement not in (None, "-"):
+        raise FloelineError("give the SQL either as an argument or with -f FILE, not both")
+    if args.file:
+        try:
+            with open(args.file, encoding="utf-8") as f:
+                script = f.read()
+        except OSError as exc:
+            raise FloelineError(f"cannot read SQL file {args.file}: {exc.strerror}") from exc
+    elif args.statement is None or args.statement == "-":
+        script = sys.stdin.read()
+    else:
+        script = args.statement
     warehouse = Warehouse(args.warehouse or os.environ.get("FLOELINE_WAREHOUSE", "./warehouse"))
-    result = run_sql(get_spark(), statement, warehouse)
-    try:
-        print(format_rows(result, args.format))
-    except Exception as exc:  # errors Spark raises only when the rows are computed
-        raise FloelineError(f"query failed: {str(exc).split(chr(10) * 2 + 'JVM stacktrace')[0]}") from exc
+    results = run_script(get_spark(), script, warehouse)
+    if not results:
+        raise FloelineError("no SQL statement given (an argument, -f FILE, or stdin)")
+    for i, (statement, result) in enumerate(results):
+        try:
+            text = format_rows(result, args.format)
+        except Exception as exc:  # errors Spark raises only when the rows are computed
+            raise statement.error(f"query failed: {spark_error(exc)}") from exc
+        if len(results) > 1 and args.format == "table":
+            print(("\n" if i else "") + f"-- {statement.text.splitlines()[0][:100]}")
+        print(text, flush=True)
     return 0
 
 
@@ -114,8 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config")
     p.set_defaults(func=_cmd_validate)
 
-    p = sub.add_parser("sql", help="run Spark SQL on the warehouse tables")
-    p.add_argument("statement", nargs="?", help="the statement; '-' or nothing reads stdin")
+    p = sub.add_parser("sql", help="run Snowflake-flavoured SQL on the warehouse: queries, "
+                                   "CREATE/DROP/ALTER/SHOW/DESCRIBE TABLE, PIPE, INTERACTIVE TABLE")
+    p.add_argument("statement", nargs="?",
+                   help="the statement(s), separated by ';'; '-' or nothing reads stdin")
+    p.add_argument("-f", "--file", help="a file of statements separated by ';'")
     p.add_argument("--warehouse", help="warehouse root (default $FLOELINE_WAREHOUSE or ./warehouse)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=_cmd_sql)

@@ -1,7 +1,14 @@
-"""`floeline sql`: Spark SQL over the warehouse's tables, named TABLE, SCHEMA.TABLE or
-DB.SCHEMA.TABLE as in Snowflake. Table names are resolved against the warehouse
-directory and rewritten to Delta paths with sqlglot (its Databricks dialect reads
-Spark SQL plus the `col:path` variant access Snowflake users write)."""
+"""`floeline sql` queries: Snowflake SQL over the warehouse's tables, run by Spark.
+
+A query is read with sqlglot's Snowflake dialect. Tables named TABLE, SCHEMA.TABLE or
+DB.SCHEMA.TABLE are resolved against the warehouse directory and rewritten to Delta
+paths; Snowflake's variant access and functions (`record_metadata:topic`,
+`col:a.b::NUMBER`, `col['k']`, `col:arr[0]`, IFF, TO_NUMBER, ...) are compiled to
+Spark by floeline.sql.expressions; the rest is written out by sqlglot's Spark
+(Databricks) generator. Time travel: `VERSION AS OF n` / `TIMESTAMP AS OF t`, or
+Snowflake's `AT(VERSION => n)` / `AT(TIMESTAMP => t)`.
+
+`[...]` on a column is variant access (floeline stores OBJECT/ARRAY as VARIANT)."""
 
 from __future__ import annotations
 
@@ -10,18 +17,24 @@ import json
 import sqlglot
 from sqlglot import exp
 
-from floeline.errors import FloelineError
+from floeline.errors import SqlError
+from floeline.sql.expressions import SPARK_DIALECT, Compiler, Mode
 from floeline.warehouse.catalog import Warehouse
 
-DIALECT = "databricks"
+DIALECT = SPARK_DIALECT
+READ = "snowflake"
 
 
 def translate(sql: str, warehouse: Warehouse) -> str:
-    """The statement with every warehouse table reference replaced by its Delta path."""
+    """The statement as Spark SQL, every warehouse table replaced by its Delta path."""
     try:
-        tree = sqlglot.parse_one(sql, read=DIALECT)
+        tree = sqlglot.parse_one(sql, read=READ)
     except sqlglot.errors.ParseError as exc:
-        raise FloelineError(f"SQL syntax error: {exc}") from exc
+        raise SqlError(f"SQL syntax error: {exc}") from exc
+    return translate_tree(tree, warehouse)
+
+
+def translate_tree(tree: exp.Expression, warehouse: Warehouse) -> str:
     ctes = {cte.alias_or_name.upper() for cte in tree.find_all(exp.CTE)}
     for table in list(tree.find_all(exp.Table)):
         parts = [p for p in (table.catalog, table.db, table.name) if p]
@@ -36,24 +49,46 @@ def translate(sql: str, warehouse: Warehouse) -> str:
         for arg in ("version", "joins", "pivots", "laterals"):
             if table.args.get(arg):
                 replacement.set(arg, table.args[arg])
+        when = table.args.get("when")
+        if isinstance(when, exp.HistoricalData):  # Snowflake's AT(VERSION => n)
+            kind = str(when.args.get("kind")).upper()
+            if kind not in ("VERSION", "TIMESTAMP") or str(when.this).upper() != "AT":
+                raise SqlError(f"time travel {when.sql('snowflake')} is not supported: use "
+                               f"AT(VERSION => n) or AT(TIMESTAMP => '...')")
+            replacement.set("version", exp.Version(this=kind, expression=when.expression, kind="AS OF"))
         if alias is None and isinstance(table.parent, (exp.From, exp.Join)):
             # Columns qualified by the table's name (ORDERS.ID) keep working.
             alias = exp.TableAlias(this=exp.to_identifier(table.name, quoted=True))
         if alias is not None:
             replacement.set("alias", alias)
         table.replace(replacement)
-    return tree.sql(dialect=DIALECT)
+    return Compiler(Mode.QUERY).rewrite(tree).sql(dialect=DIALECT)
 
 
 def run_sql(spark, sql: str, warehouse: Warehouse):
-    """The query's result as a Spark DataFrame."""
+    """The result of the script's last statement as a Spark DataFrame (every
+    statement runs; see floeline.sql.script.run_script)."""
+    from floeline.sql.script import run_script
+
+    results = run_script(spark, sql, warehouse)
+    if not results:
+        raise SqlError("no SQL statement given")
+    return results[-1][1]
+
+
+def run_query(spark, tree: exp.Expression, warehouse: Warehouse):
+    """A parsed query's result as a Spark DataFrame."""
+    spark_sql = translate_tree(tree, warehouse)
     try:
-        return spark.sql(translate(sql, warehouse))
-    except FloelineError:
-        raise
+        return spark.sql(spark_sql)
     except Exception as exc:
-        message = str(exc).split("\n\nJVM stacktrace")[0]
-        raise FloelineError(f"query failed: {message}") from exc
+        raise SqlError(f"query failed: {spark_error(exc)}") from exc
+
+
+def spark_error(exc: Exception) -> str:
+    """A Spark exception's message without the JVM stack trace."""
+    message = str(exc).split("\n\nJVM stacktrace")[0].split("\nJVM stacktrace")[0]
+    return message.split("\n'")[0].split("\n+-")[0].strip()  # without Spark's query plan
 
 
 def _printable(df):

@@ -98,3 +98,27 @@ def rows_in_commit(spark, ref: TableRef, user_metadata: str) -> int | None:
     if last is None or last["userMetadata"] != user_metadata:
         return None
     return int((last["operationMetrics"] or {}).get("numOutputRows", 0))
+
+
+def set_evolution(spark, ref: TableRef, enabled: bool) -> None:
+    """ALTER TABLE ... SET ENABLE_SCHEMA_EVOLUTION = TRUE|FALSE."""
+    _run(spark, ref, f"ALTER TABLE delta.{quote_column(ref.path)} SET TBLPROPERTIES "
+                     f"('{EVOLUTION_PROPERTY}'='{str(enabled).lower()}')")
+
+
+def drop_table(ref: TableRef) -> None:
+    """DROP TABLE: delete the table's directory (data, log and history), as a dropped
+    Snowflake table is gone for ingestion. Local warehouses only."""
+    import shutil
+    from pathlib import Path
+
+    path = Path(ref.path)
+    if "://" in ref.path:
+        raise TableError(f"DROP TABLE {ref.full_name}: dropping tables in {ref.path} is only "
+                         f"supported for a local warehouse; delete the directory with your storage tools")
+    shutil.rmtree(path)
+    for parent in (path.parent, path.parent.parent):  # leave no empty schema/database behind
+        try:
+            parent.rmdir()
+        except OSError:
+            break

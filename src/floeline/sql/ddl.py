@@ -1,0 +1,342 @@
+"""DDL: CREATE/DROP/ALTER/SHOW/DESCRIBE for tables, pipes and interactive tables.
+
+Names follow Snowflake: unquoted -> uppercase, quoted kept as written; an unqualified
+name is in FLOELINE.PUBLIC (floeline's default database and schema); an existing
+table is found as queries find it (an unquoted part also matches case-insensitively).
+
+Every statement is checked completely (types, names, the pipe's SELECT, column
+counts) before anything is written, so a failing statement leaves nothing behind.
+Each statement's result is a small DataFrame (a `status` row, or the listing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlglot import exp
+
+from floeline.errors import FloelineError, SqlError, TableError
+from floeline.sql.statements import (CreatePipe, Name, Parsed, PipeCommand, identifier,
+                                     select_item_texts, table_name)
+from floeline.sql.transform import compile_select
+from floeline.sql.types import snowflake_type, spark_type
+from floeline.warehouse import pipes, tables
+from floeline.warehouse.catalog import TableRef, Warehouse
+from floeline.warehouse.tables import Column
+
+DEFAULT_DATABASE, DEFAULT_SCHEMA = "FLOELINE", "PUBLIC"
+_DEFAULT_PIPE_TEXT = "default pipe: first-level keys -> columns by name (case-insensitive)"
+
+
+def is_ddl(parsed: Parsed) -> bool:
+    tree = parsed.tree
+    return parsed.pipe is not None or isinstance(tree, (exp.Create, exp.Drop, exp.Alter, exp.Show)) or (
+        isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Table))
+
+
+class Ddl:
+    """Runs DDL statements against one warehouse."""
+
+    def __init__(self, spark, warehouse: Warehouse):
+        self.spark, self.warehouse = spark, warehouse
+
+    def execute(self, parsed: Parsed):
+        statement = parsed.statement
+        try:
+            if parsed.pipe is not None:
+                if isinstance(parsed.pipe, CreatePipe):
+                    return self.create_pipe(parsed.pipe, parsed)
+                return getattr(self, f"{parsed.pipe.action}_pipe")(parsed.pipe)
+            tree = parsed.tree
+            if isinstance(tree, exp.Create) and str(tree.args.get("kind")).upper() == "TABLE":
+                return self.create_table(tree, parsed)
+            if isinstance(tree, exp.Drop) and str(tree.args.get("kind")).upper() == "TABLE":
+                return self.drop_table(tree)
+            if isinstance(tree, exp.Alter) and str(tree.args.get("kind")).upper() == "TABLE":
+                return self.alter_table(tree)
+            if isinstance(tree, exp.Show) and str(tree.this).upper() == "TABLES":
+                return self.show_tables()
+            if isinstance(tree, exp.Describe):
+                return self.describe_table(tree)
+        except SqlError as exc:
+            message = str(exc)
+            if message.startswith("statement at line"):
+                raise
+            raise statement.error(message) from None
+        except FloelineError as exc:
+            raise statement.error(str(exc)) from None
+        raise statement.error("unsupported statement; floeline runs SELECT queries and "
+                              "CREATE/DROP/ALTER/SHOW/DESCRIBE for TABLE, PIPE and INTERACTIVE TABLE")
+
+    # ---- names ------------------------------------------------------------------
+
+    def new_ref(self, name: Name) -> TableRef:
+        database, schema, table = name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA).normalized
+        return self.warehouse.table(database, schema, table)
+
+    def find(self, name: Name) -> TableRef | None:
+        """The existing table `name` names, or None (ambiguity is an error)."""
+        full = name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA)
+        missing = 3 - len(name.parts)
+        # Defaults are matched case-insensitively like an unquoted name.
+        quoted = [False] * missing + list(name.quoted)
+        try:
+            return self.warehouse.resolve(list(full.parts), quoted)
+        except TableError as exc:
+            if "not found" in str(exc):
+                return None
+            raise
+
+    def need(self, name: Name) -> TableRef:
+        ref = self.find(name)
+        if ref is None:
+            raise SqlError(f"table {name} does not exist (tables: "
+                           f"{', '.join(t.full_name for t in self.warehouse.list_tables()) or 'none'})")
+        return ref
+
+    def status(self, message: str):
+        return self.spark.createDataFrame([(message,)], "status string")
+
+    def interactive(self, ref: TableRef) -> pipes.Pipe | None:
+        return pipes.load(self.warehouse, ref.database, ref.schema, "interactive", ref.name)
+
+    # ---- tables -----------------------------------------------------------------
+
+    def columns(self, schema: exp.Schema) -> list[Column]:
+        out, seen = [], set()
+        for definition in schema.expressions:
+            if not isinstance(definition, exp.ColumnDef):
+                raise SqlError(f"unsupported table element {definition.sql('snowflake')!r}: "
+                               f"only column definitions (name TYPE [NOT NULL])")
+            out.append(self.column(definition))
+            if out[-1].name in seen:
+                raise SqlError(f"column {out[-1].name} is defined twice")
+            seen.add(out[-1].name)
+        return out
+
+    @staticmethod
+    def column(definition: exp.ColumnDef) -> Column:
+        name = identifier(definition.this)
+        if definition.args.get("kind") is None:
+            raise SqlError(f"column {name} has no type")
+        try:
+            kind = spark_type(definition.args["kind"])
+        except SqlError as exc:
+            raise SqlError(f"column {name}: {exc}") from None
+        nullable = True
+        for constraint in definition.args.get("constraints") or []:
+            if isinstance(constraint.kind, exp.NotNullColumnConstraint):
+                nullable = bool(constraint.kind.args.get("allow_null"))
+            elif isinstance(constraint.kind, exp.CommentColumnConstraint):
+                continue
+            else:
+                raise SqlError(f"column {name}: constraint {constraint.sql('snowflake')!r} is not "
+                               f"supported (only NOT NULL and COMMENT)")
+        return Column(name, kind, nullable)
+
+    @staticmethod
+    def evolution(properties: exp.Properties | None) -> tuple[bool | None, bool]:
+        """(ENABLE_SCHEMA_EVOLUTION or None, whether the table is INTERACTIVE)."""
+        evolution, interactive = None, False
+        for prop in (properties.expressions if properties else []):
+            if isinstance(prop, exp.InteractiveProperty):
+                interactive = True
+            elif isinstance(prop, exp.Property) and prop.name.upper() == "ENABLE_SCHEMA_EVOLUTION":
+                value = prop.args.get("value")
+                text = value.sql("snowflake").upper() if value is not None else ""
+                if text not in ("TRUE", "FALSE"):
+                    raise SqlError(f"ENABLE_SCHEMA_EVOLUTION must be TRUE or FALSE, not {text}")
+                evolution = text == "TRUE"
+            elif isinstance(prop, exp.SchemaCommentProperty):
+                continue
+            else:
+                raise SqlError(f"table option {prop.sql('snowflake')!r} is not supported "
+                               f"(ENABLE_SCHEMA_EVOLUTION = TRUE|FALSE, COMMENT)")
+        return evolution, interactive
+
+    def create_table(self, tree: exp.Create, parsed: Parsed):
+        schema = tree.this
+        if not isinstance(schema, exp.Schema):
+            raise SqlError("CREATE TABLE needs a column list: CREATE TABLE NAME (col TYPE, ...)")
+        name = table_name(schema.this)
+        replace, if_not_exists = bool(tree.args.get("replace")), bool(tree.args.get("exists"))
+        if replace and if_not_exists:
+            raise SqlError("OR REPLACE and IF NOT EXISTS cannot be used together")
+        columns = self.columns(schema)
+        evolution, interactive = self.evolution(tree.args.get("properties"))
+        transformation = None
+        if interactive:
+            select = tree.expression
+            select = select.unnest() if isinstance(select, exp.Subquery) else select
+            if not isinstance(select, exp.Select):
+                raise SqlError("CREATE INTERACTIVE TABLE needs AS (SELECT ... FROM "
+                               "TABLE(DATA_SOURCE(TYPE => 'STREAMING')))")
+            transformation = compile_select(select, [c.name for c in columns],
+                                            select_item_texts(parsed.statement))
+        elif tree.expression is not None:
+            raise SqlError("CREATE TABLE ... AS SELECT is not supported; create the table with a "
+                           "column list (or CREATE INTERACTIVE TABLE ... AS for a streaming transformation)")
+        ref = self.new_ref(name)
+        exists = (Path(ref.path) / "_delta_log").is_dir()
+        if exists and if_not_exists:
+            return self.status(f"{ref.name} already exists, statement succeeded.")
+        if exists and not replace:
+            raise SqlError(f"table {ref.full_name} already exists; use CREATE OR REPLACE TABLE "
+                           f"or CREATE TABLE IF NOT EXISTS")
+        if exists:
+            self.drop(ref)
+        # Snowflake's rule: tables created by hand have schema evolution off unless asked.
+        tables.create_table(self.spark, ref, columns, evolution=bool(evolution) and not interactive)
+        if transformation is not None:
+            try:
+                pipes.save(self.warehouse, pipes.Pipe(
+                    name=ref.name, table=ref.name, kind="interactive", sql=parsed.statement.text,
+                    columns=transformation, database=ref.database, schema=ref.schema),
+                    ref.database, ref.schema)
+            except OSError as exc:
+                tables.drop_table(ref)  # nothing half-created
+                raise SqlError(f"cannot store the transformation of {ref.full_name}: {exc}") from exc
+        kind = "Interactive table" if interactive else "Table"
+        return self.status(f"{kind} {ref.name} successfully created.")
+
+    def drop(self, ref: TableRef) -> None:
+        tables.drop_table(ref)
+        pipes.delete(self.warehouse, ref.database, ref.schema, "interactive", ref.name)
+
+    def drop_table(self, tree: exp.Drop):
+        for table in tree.args.get("tables") or ([tree.this] if tree.this else []):
+            ref = self.find(table_name(table))
+            if ref is None:
+                if tree.args.get("exists"):
+                    return self.status("Drop statement executed successfully (table already dropped).")
+                self.need(table_name(table))
+            self.drop(ref)
+            return self.status(f"{ref.name} successfully dropped.")
+        raise SqlError("DROP TABLE needs a table name")
+
+    def alter_table(self, tree: exp.Alter):
+        ref = self.find(table_name(tree.this))
+        if ref is None:
+            if tree.args.get("exists"):
+                return self.status("Statement executed successfully (table does not exist).")
+            self.need(table_name(tree.this))
+        actions = tree.args.get("actions") or []
+        if actions and all(isinstance(a, exp.ColumnDef) for a in actions):
+            return self.add_columns(ref, actions)
+        if len(actions) == 1 and isinstance(actions[0], exp.AlterSet):
+            props = [p for e in actions[0].expressions
+                     for p in (e.expressions if isinstance(e, exp.Properties) else [e])]
+            evolution, interactive = self.evolution(exp.Properties(expressions=props))
+            if evolution is None or interactive:
+                raise SqlError("ALTER TABLE ... SET supports ENABLE_SCHEMA_EVOLUTION = TRUE|FALSE")
+            tables.set_evolution(self.spark, ref, evolution)
+            return self.status("Statement executed successfully.")
+        raise SqlError("ALTER TABLE supports ADD [COLUMN] [IF NOT EXISTS] name TYPE, ... and "
+                       "SET ENABLE_SCHEMA_EVOLUTION = TRUE|FALSE")
+
+    def add_columns(self, ref: TableRef, definitions: list[exp.ColumnDef]):
+        current = tables.read_schema(self.spark, ref)
+        existing = {c.name for c in current.columns}
+        new, names = [], set()
+        for definition in definitions:
+            column = self.column(definition)
+            if column.name in existing or column.name in names:
+                if definition.args.get("exists"):
+                    continue
+                raise SqlError(f"column {column.name} already exists in {ref.full_name}; "
+                               f"write ADD COLUMN IF NOT EXISTS to skip it")
+            if not column.nullable:
+                raise SqlError(f"column {column.name}: a column added to an existing table cannot be "
+                               f"NOT NULL (its existing rows have no value)")
+            new.append(column)
+            names.add(column.name)
+        if new:
+            tables.add_columns(self.spark, ref, new)
+        return self.status("Statement executed successfully.")
+
+    def show_tables(self):
+        rows = []
+        for ref in self.warehouse.list_tables():
+            schema = tables.read_schema(self.spark, ref)
+            rows.append((ref.name, ref.database, ref.schema,
+                         "INTERACTIVE" if self.interactive(ref) else "TABLE",
+                         len(schema.columns) if schema else 0,
+                         "Y" if schema and schema.evolution else "N"))
+        return self.spark.createDataFrame(rows, "name string, database_name string, schema_name string, "
+                                                "kind string, columns int, enable_schema_evolution string")
+
+    def describe_table(self, tree: exp.Describe):
+        ref = self.need(table_name(tree.this))
+        schema = tables.read_schema(self.spark, ref)
+        rows = [(c.name, snowflake_type(c.type), "COLUMN", "Y" if c.nullable else "N")
+                for c in schema.columns]
+        return self.spark.createDataFrame(rows, "name string, type string, kind string, `null?` string")
+
+    # ---- pipes ------------------------------------------------------------------
+
+    def create_pipe(self, create: CreatePipe, parsed: Parsed):
+        database, schema, name = create.name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA).normalized
+        table_parts = create.table
+        if len(table_parts.parts) < 3:  # an unqualified target is in the pipe's schema
+            table_parts = table_parts.qualified(*(database, schema))
+        ref = self.find(table_parts)
+        if ref is None:
+            raise SqlError(f"COPY INTO {create.table}: table {'.'.join(table_parts.normalized)} does not "
+                           f"exist; create it first (CREATE TABLE)")
+        if self.interactive(ref) is not None:
+            raise SqlError(f"{ref.full_name} is an interactive table: its transformation belongs to the "
+                           f"table (CREATE OR REPLACE INTERACTIVE TABLE to change it), not to a pipe")
+        existing = pipes.load(self.warehouse, database, schema, "pipe", name)
+        if existing is not None and create.if_not_exists:
+            return self.status(f"{name} already exists, statement succeeded.")
+        if existing is not None and not create.replace:
+            raise SqlError(f"pipe {database}.{schema}.{name} already exists; use CREATE OR REPLACE PIPE")
+        table_schema = tables.read_schema(self.spark, ref)
+        columns = compile_select(create.select, [c.name for c in table_schema.columns],
+                                 select_item_texts(parsed.statement))
+        pipes.save(self.warehouse, pipes.Pipe(
+            name=name, table=ref.name, kind="pipe", sql=parsed.statement.text, columns=columns,
+            database=ref.database, schema=ref.schema), database, schema)
+        used = (ref.database, ref.schema, ref.name) == (database, schema, name)
+        note = "" if used else (f" (the connector uses a pipe only when it is named like its table: "
+                                f"this one is not used for {ref.name})")
+        return self.status(f"Pipe {name} successfully created.{note}")
+
+    def _pipe_rows(self):
+        rows = []
+        stored = pipes.list_stored(self.warehouse)
+        for database, schema, pipe in stored:
+            used = (pipe.database, pipe.schema, pipe.table) == (database, schema, pipe.name)
+            rows.append((pipe.name, database, schema, f"{pipe.database}.{pipe.schema}.{pipe.table}",
+                         "USER", "Y" if used else "N", pipe.sql))
+        user_tables = {(r[1], r[2], r[0]) for r in rows if r[5] == "Y"}
+        for ref in self.warehouse.list_tables():
+            if self.interactive(ref) is not None:
+                continue
+            used = (ref.database, ref.schema, ref.name) not in user_tables
+            rows.append((pipes.default_pipe_name(ref.name), ref.database, ref.schema, ref.full_name,
+                         "DEFAULT", "Y" if used else "N", _DEFAULT_PIPE_TEXT))
+        return sorted(rows, key=lambda r: (r[1], r[2], r[0]))
+
+    def show_pipe(self, command: PipeCommand):
+        return self.spark.createDataFrame(
+            self._pipe_rows(), "name string, database_name string, schema_name string, table string, "
+                               "kind string, used_by_connector string, definition string")
+
+    def describe_pipe(self, command: PipeCommand):
+        database, schema, name = command.name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA).normalized
+        rows = [r for r in self._pipe_rows() if (r[1], r[2], r[0]) == (database, schema, name)]
+        if not rows:
+            raise SqlError(f"pipe {database}.{schema}.{name} does not exist (SHOW PIPES lists them)")
+        return self.spark.createDataFrame(
+            rows, "name string, database_name string, schema_name string, table string, "
+                  "kind string, used_by_connector string, definition string")
+
+    def drop_pipe(self, command: PipeCommand):
+        database, schema, name = command.name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA).normalized
+        if pipes.delete(self.warehouse, database, schema, "pipe", name):
+            return self.status(f"{name} successfully dropped.")
+        if name.endswith(pipes.DEFAULT_PIPE_SUFFIX):
+            raise SqlError(f"{name} is a default pipe: it cannot be dropped (it exists for its table)")
+        if command.if_exists:
+            return self.status("Drop statement executed successfully (pipe already dropped).")
+        raise SqlError(f"pipe {database}.{schema}.{name} does not exist (SHOW PIPES lists them)")
