@@ -147,7 +147,9 @@ class ConnectorConfig:
     errors_log_include_messages: bool  # errors.log.include.messages: log the record's key/value too
     dlq_topic: str | None  # errors.deadletterqueue.topic.name: where bad records go (with "all")
     dlq_replication_factor: int  # errors.deadletterqueue.topic.replication.factor (-1: broker default)
-    dlq_context_headers: bool  # errors.deadletterqueue.context.headers.enable: add error headers
+    # errors.deadletterqueue.context.headers.enable: add the __connect.errors.* headers.
+    # Default true (Kafka Connect's is false): a DLQ record without its reason is hard to act on.
+    dlq_context_headers: bool
     key_converter: str | None  # key.converter class name, as written
     value_converter: str | None  # value.converter class name, as written
     warehouse: str  # floeline.warehouse: root of <DATABASE>/<SCHEMA>/<TABLE> (path or s3a://)
@@ -421,7 +423,7 @@ class _Reader:
             errors_log_include_messages=self.boolean("errors.log.include.messages", False),
             dlq_topic=dlq_topic,
             dlq_replication_factor=self.integer("errors.deadletterqueue.topic.replication.factor", 3, minimum=-1),
-            dlq_context_headers=self.boolean("errors.deadletterqueue.context.headers.enable", False),
+            dlq_context_headers=self.boolean("errors.deadletterqueue.context.headers.enable", True),
             key_converter=self.text("key.converter"),
             value_converter=self.text("value.converter"),
             warehouse=warehouse,

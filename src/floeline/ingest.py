@@ -23,23 +23,29 @@ import time
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from floeline import fastpath
 from floeline.config import ConnectorConfig
-from floeline.errors import FloelineError, RecordError, TableError
+from floeline.errors import FloelineError, RecordError, ServiceUnavailable, TableError
 from floeline.naming import column_name_for_key, table_for_topic
 from floeline.progress import BatchReport
 from floeline.records.content import (
     PARSE_ERROR_SQL, PARSE_VALUE_SQL, column_type_for, conversion_error_sql, conversion_is_safe,
     extract_sql,
     parse_object_schema, present_sql, quote_column, sql_string)
+from floeline.records.decode import decode_frame, needs_python_decode, transform_chain_for
+from floeline.records.dlq import (
+    ERROR_TABLE_COLUMNS, ERROR_TABLE_SUFFIX, BadRecord, send_to_dlq)
 from floeline.records.metadata import metadata_sql
+from floeline.records.record import Record
 from floeline.records.support import check_supported
 from floeline.sources.kafka import (
     KafkaCluster, average_record_bytes, group_id, starting_offsets_json)
 from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef, Warehouse
-from floeline.warehouse.channels import commit_metadata, read_offsets
+from floeline.warehouse.channels import commit_metadata, parse_commit_metadata, read_offsets
 from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
 
 log = logging.getLogger("floeline")
@@ -54,11 +60,23 @@ class _TableState:
     offsets: dict[tuple[str, int], int]  # channel (topic, partition) -> last committed offset
     schema: TableSchema | None = None  # cached; re-read after DDL, failures and SCHEMA_TTL_S
     schema_read_at: float = 0.0
+    # The exact JSON keys earlier batches held, and whether the last batch was clean
+    # (no bad records, tombstones or row errors): what the one-pass path needs.
+    known_keys: frozenset[str] = frozenset()
+    one_pass_ready: bool = False
+    one_pass_tried: bool = False  # whether a sample of the first batch set known_keys
+    # An error table is written up to twice per batch (decode errors, row errors): both
+    # writes filter replays against the offsets it held before the batch.
+    batch_metadata: str | None = None
+    batch_base: dict[tuple[str, int], int] | None = None
 
 
 # How long a table's cached schema is trusted before it is read again, so that changes
 # made from outside (ALTER TABLE, the evolution flag) are picked up while running.
 SCHEMA_TTL_S = 30.0
+# How many records of a table's first batch decide its columns before that batch
+# tries one pass (see fastpath.py).
+ONE_PASS_SAMPLE = 1000
 
 
 class Connector:
@@ -67,6 +85,8 @@ class Connector:
     def __init__(self, config: ConnectorConfig, spark, out=None):
         check_supported(config)
         self.config = config
+        self.decode = needs_python_decode(config)  # converters/transforms run in Python
+        self.transforms = transform_chain_for(config.raw)
         self.spark = spark
         self.out = out or sys.stdout
         self.warehouse = Warehouse(config.warehouse)
@@ -74,6 +94,7 @@ class Connector:
         self.group = group_id(config.name)
         self._tables: dict[str, _TableState] = {}
         self.positions: dict[tuple[str, int], int] = {}  # next offset to read, for lag
+        self.first_offsets: dict[tuple[str, int], int] = {}  # where batch 0 starts, resolved
         self.record_bytes: float | None = None  # sampled mean record size at start
         self.row_errors: dict[str, int] = {}  # table -> rows rejected (rowsErrorCount)
         self.reports: list[BatchReport] = []
@@ -83,6 +104,7 @@ class Connector:
     # ---- routing and offsets -------------------------------------------------------
 
     def table_ref(self, topic: str) -> TableRef:
+        """The table records of `topic` (after transforms such as RegexRouter) go to."""
         name = table_for_topic(topic, self.config.topic_map)
         return self.warehouse.table(self.config.database, self.config.schema, name)
 
@@ -105,7 +127,7 @@ class Connector:
                                                  self.cluster.latest(partitions), earliest)
         positions = {}
         for tp in partitions:
-            committed = self._state(self.table_ref(tp[0])).offsets.get(tp)
+            committed = self._state(self.table_ref(self._routed_topic(tp[0]))).offsets.get(tp)
             if committed is not None:
                 positions[tp] = committed + 1
             elif tp in group:
@@ -113,7 +135,21 @@ class Connector:
             else:
                 positions[tp] = -2
             self.positions[tp] = positions[tp] if positions[tp] >= 0 else earliest[tp]
+        self.first_offsets = dict(self.positions)
         return positions, len(partitions)
+
+    def _routed_topic(self, topic: str) -> str:
+        """The topic a source topic's records are routed as, when transforms rename
+        topics (RegexRouter): found by running the chain on an empty record. Routing
+        that depends on each record's content is found per record while running; a
+        restart then resumes from the consumer group's offsets."""
+        if self.transforms is None or self.transforms.empty:
+            return topic
+        try:
+            routed = self.transforms.apply(Record(topic, 0, 0, None, -1, None, {}))
+        except Exception:
+            return topic
+        return routed.topic if routed is not None else topic
 
     def records_per_partition(self) -> int:
         """The per-partition batch bound: buffer.count.records, lowered so that a batch of
@@ -195,46 +231,139 @@ class Connector:
 
     def process_batch(self, df, batch_id: int) -> BatchReport:
         started = time.time()
+        report = self._one_pass_batch(df, batch_id, started)
+        if report is not None:
+            return report
+        return self._general_batch(df, batch_id, started)
+
+    def _one_pass_batch(self, df, batch_id: int, started: float) -> BatchReport | None:
+        """Write the batch in one pass when its table and records allow it (see
+        fastpath.py); None when the batch must take the general path, which is also
+        what happens when a record turns out to need it (nothing was committed)."""
+        cfg = self.config
+        if not cfg.schematization or self.decode:
+            return None
+        end = fastpath.batch_offsets(cfg.checkpoint_dir, batch_id)
+        start = (fastpath.batch_offsets(cfg.checkpoint_dir, batch_id - 1) if batch_id > 0
+                 else self.first_offsets)
+        if not end or start is None or any(tp not in start for tp in end):
+            return None
+        channels = {tp: (start[tp], e) for tp, e in end.items() if e > start[tp]}
+        refs = {self.table_ref(t).full_name: self.table_ref(t) for t, _p in channels}
+        if len(refs) != 1:
+            return None
+        state = self._state(next(iter(refs.values())))
+        if any(state.offsets.get(tp, -1) >= first for tp, (first, _e) in channels.items()):
+            return None  # a replay: the general path drops what the table holds
+        if not state.known_keys and not state.one_pass_tried:
+            state.one_pass_tried = True  # sample once per table, not after every failure
+            if not self._learn_from_sample(state, df):
+                return None
+        elif not state.one_pass_ready:
+            return None
+        schema = self._schema(state)
+        plan = fastpath.typed_plan(schema, state.known_keys) if schema else None
+        if plan is None:
+            return None
+        report = BatchReport(batch_id)
+        observed = Observation(f"floeline-{cfg.name}-{batch_id}")
+        frame = df.selectExpr(
+            "value", "timestamp",
+            f"{fastpath.from_json_sql(plan.json_schema)} AS j",
+            "json_object_keys(CAST(value AS STRING)) AS _keys",
+            f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta",
+        ).observe(observed, F.count(F.lit(1)).alias("records"),
+                  F.min(F.unix_millis("timestamp")).alias("ts_min"),
+                  F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"))
+        new_offsets = dict(state.offsets)
+        new_offsets.update({tp: e - 1 for tp, (_s, e) in channels.items()})
+        try:
+            (frame.selectExpr(*plan.columns).write.format("delta").mode("append")
+             .option("userMetadata", commit_metadata(cfg.name, new_offsets)).save(state.ref.path))
+        except Exception as exc:
+            log.info("batch %s takes the general path: %s", batch_id, _first_lines(str(exc), 2))
+            state.one_pass_ready, state.schema = False, None
+            return None
+        stats = observed.get
+        state.offsets = new_offsets
+        report.records_read = stats["records"]
+        report.rows_written[state.ref.name] = stats["records"]
+        report.phases["one pass"] = time.time() - started
+        return self._finish(report, started, {tp: e for tp, (_s, e) in channels.items()},
+                            [(stats["ts_mid"], stats["records"])], stats["ts_min"])
+
+    def _general_batch(self, df, batch_id: int, started: float) -> BatchReport:
         cfg = self.config
         report = BatchReport(batch_id)
-        parsed = df.selectExpr("*", f"{PARSE_VALUE_SQL} AS v")
-        # Cached for the batch: only what routing, the pipe and the commit read.
-        rows = parsed.selectExpr(
-            "topic", "partition", "offset", "timestamp", "value IS NULL AS _tombstone", "v",
-            f"{PARSE_ERROR_SQL} AS _error",
-            f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta",
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        # Cached for the batch: only what routing, the pipe, the commit and the DLQ read.
+        rows = self._records(df, started).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             # One pass over the batch gives routing, offsets, error and latency figures.
             phase = _Phases(report)
-            stats = {(r["topic"], r["partition"]): r for r in rows.groupBy("topic", "partition").agg(
+            groups = rows.groupBy("topic", "partition", "_route_topic").agg(
                 F.min("offset").alias("first"), F.max("offset").alias("last"),
                 F.count(F.lit(1)).alias("records"), F.count("_error").alias("bad"),
                 F.count(F.when(F.col("_tombstone"), 1)).alias("tombstones"),
+                F.count(F.when(F.col("_skip"), 1)).alias("filtered"),
                 F.min(F.unix_millis("timestamp")).alias("ts_min"),
                 F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"),
                 F.expr("schema_of_variant_agg(CASE WHEN _error IS NULL THEN v END)").alias("keys"),
-            ).collect()}
+            ).collect()
             phase("read+stats")
-            report.records_read = sum(r["records"] for r in stats.values())
-            by_table: dict[str, list[tuple[str, int]]] = {}
-            for topic, partition in stats:
-                state = self._state(self.table_ref(topic))
-                by_table.setdefault(state.ref.full_name, []).append((topic, partition))
-            for full_name, tps in by_table.items():
-                self._write_table(self._tables[full_name], rows, {tp: stats[tp] for tp in tps},
-                                  report, phase)
-            return self._finish(report, started, stats)
+            report.records_read = sum(g["records"] for g in groups)
+            by_table: dict[str, tuple[set[str], dict]] = {}
+            for g in groups:
+                state = self._state(self.table_ref(g["_route_topic"]))
+                route_topics, channels = by_table.setdefault(state.ref.full_name, (set(), {}))
+                route_topics.add(g["_route_topic"])
+                _merge_channel(channels, (g["topic"], g["partition"]), g)
+            for full_name, (route_topics, channels) in by_table.items():
+                table_rows = rows.where(
+                    f"_route_topic IN ({', '.join(sql_string(t) for t in sorted(route_topics))})")
+                self._write_table(self._tables[full_name], table_rows, channels, report, phase)
+            next_offsets: dict[tuple[str, int], int] = {}
+            for g in groups:
+                tp = (g["topic"], g["partition"])
+                next_offsets[tp] = max(next_offsets.get(tp, 0), g["last"] + 1)
+            return self._finish(report, started, next_offsets,
+                                [(g["ts_mid"], g["records"]) for g in groups],
+                                min((g["ts_min"] for g in groups), default=None))
         finally:
             rows.unpersist()
 
-    def _write_table(self, state: _TableState, rows, channels: dict, report: BatchReport, phase):
+    def _records(self, df, started: float):
+        """The batch's records, decoded: coordinates, the value as VARIANT (`v`), why a
+        record cannot be ingested (`_error`, `_stage`), RECORD_METADATA (`_meta`), and the
+        original bytes (`_raw_key`, `_raw_value`, `headers`, `timestamp`) for the DLQ."""
+        cfg = self.config
+        if self.decode:
+            # Converters and transforms in Python; the columns below read their output.
+            df = decode_frame(df, cfg).selectExpr(
+                "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+                "key AS _raw_key", "value AS _raw_value",
+                "CAST(_key_text AS BINARY) AS key", "CAST(_value_json AS BINARY) AS value",
+                "_route_topic", "_skip", "_decode_error", "_decode_stage", "_error_class")
+        else:
+            df = df.selectExpr(
+                "*", "key AS _raw_key", "value AS _raw_value", "topic AS _route_topic",
+                "false AS _skip", "CAST(NULL AS STRING) AS _decode_error",
+                "CAST(NULL AS STRING) AS _decode_stage", "CAST(NULL AS STRING) AS _error_class")
+        return df.selectExpr("*", f"{PARSE_VALUE_SQL} AS v").selectExpr(
+            "topic", "partition", "offset", "timestamp", "headers", "_raw_key", "_raw_value",
+            "_route_topic", "_skip",
+            "value IS NULL AND _decode_error IS NULL AND NOT _skip AS _tombstone", "v",
+            f"CASE WHEN _skip THEN NULL ELSE coalesce(_decode_error, {PARSE_ERROR_SQL}) END AS _error",
+            "CASE WHEN _decode_error IS NOT NULL THEN _decode_stage ELSE 'value converter' END AS _stage",
+            "coalesce(_error_class, 'DataException') AS _error_class",
+            f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta",
+        )
+
+    def _write_table(self, state: _TableState, table_rows, channels: dict, report: BatchReport,
+                     phase):
         """Append this batch's rows of one table, with its channels' new offsets, in one
         Delta commit. `channels` holds the batch statistics of each (topic, partition)."""
         cfg = self.config
         ref = state.ref
-        mine = " OR ".join(f"(topic = {sql_string(t)} AND partition = {p})" for t, p in channels)
-        table_rows = rows.where(mine)
         expected = sum(c["records"] for c in channels.values())
         # Replays: rows this table already holds (offset <= the channel's offset token).
         replayed = [(t, p, state.offsets[(t, p)]) for (t, p), c in channels.items()
@@ -245,17 +374,36 @@ class Connector:
             table_rows = table_rows.where(f"NOT ({seen})")
             expected = table_rows.count()
             report.skipped += sum(c["records"] for c in channels.values()) - expected
+        if any(c["filtered"] for c in channels.values()):  # dropped by a Filter transform
+            filtered = (table_rows.where("_skip").count() if replayed
+                        else sum(c["filtered"] for c in channels.values()))
+            report.skipped += filtered
+            expected -= filtered
+            table_rows = table_rows.where("NOT _skip")
         if cfg.null_values == "IGNORE" and any(c["tombstones"] for c in channels.values()):
             tombstones = (table_rows.where("_tombstone").count() if replayed
                           else sum(c["tombstones"] for c in channels.values()))
             report.skipped += tombstones
             expected -= tombstones
             table_rows = table_rows.where("NOT _tombstone")
+        new_offsets = dict(state.offsets)
+        new_offsets.update({tp: c["last"] for tp, c in channels.items()})
+        user_metadata = commit_metadata(cfg.name, new_offsets)
         if any(c["bad"] for c in channels.values()):
-            table_rows, rejected = self._reject_bad(table_rows, "_error", ref, "value converter", report)
+            table_rows, rejected = self._divert_bad(table_rows, "_error", "_stage", ref, report,
+                                                    user_metadata)
             expected -= rejected
 
         fields = self._record_fields(table_rows, channels) if cfg.schematization else {}
+        if "" in fields:  # no column can be named by an empty key
+            table_rows = table_rows.selectExpr("*", (
+                "CASE WHEN try_variant_get(v, '$[\"\"]', 'variant') IS NOT NULL THEN 'the record "
+                "has an empty key (\"\"), which cannot be a column name: rename it in the producer "
+                "or with the ReplaceField transform' END AS _key_error"))
+            table_rows, rejected = self._divert_bad(table_rows, "_key_error", "'table write'", ref,
+                                                    report, user_metadata)
+            expected -= rejected
+            fields.pop("")
         phase("keys")
         schema = self._prepare_table(state, table_rows, fields)
         phase("table")
@@ -269,51 +417,115 @@ class Connector:
             out = shaped.where("_row_error IS NULL").selectExpr(*columns)
         else:
             out = shaped.selectExpr(*columns)
-        new_offsets = dict(state.offsets)
-        new_offsets.update({tp: c["last"] for tp, c in channels.items()})
-        user_metadata = commit_metadata(cfg.name, new_offsets)
+        if can_fail and cfg.errors_tolerance == "all":
+            # Bad rows go to the DLQ / error table before the table commit.
+            _, rejected = self._divert_bad(shaped, "_row_error", "'table write'", ref, report,
+                                           user_metadata, "_src_")
+            expected -= rejected
         try:
             out.write.format("delta").mode("append").option("userMetadata", user_metadata).save(ref.path)
         except Exception as exc:
             if can_fail and cfg.errors_tolerance == "none":
                 # Name the first bad record (raises RecordError) if that was the cause.
-                self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
+                self._divert_bad(shaped, "_row_error", "'table write'", ref, report, user_metadata,
+                                 "_src_")
             state.schema = None  # the table may have changed under us: read it again next time
             raise TableError(f"writing to table {ref.full_name} failed: {_first_lines(str(exc))}") from exc
-        if can_fail and cfg.errors_tolerance == "all":
-            written = tables.rows_in_commit(self.spark, ref, user_metadata)
-            if written is None or written < expected:  # None: another commit came after ours
-                _, rejected = self._reject_bad(shaped, "_row_error", ref, "table write", report, "_src_")
-                expected -= rejected
         phase("convert+write")
         state.offsets = new_offsets
+        # The next batch may take one pass if this one held nothing unusual.
+        clean = not any(c["bad"] or c["tombstones"] or c["filtered"] for c in channels.values())
+        state.known_keys |= frozenset(k for keys, _t in fields.values() for k in keys)
+        state.one_pass_ready = clean and not replayed and not can_fail and bool(fields)
         report.rows_written[ref.name] = report.rows_written.get(ref.name, 0) + expected
 
-    def _reject_bad(self, frame, error_column: str, ref: TableRef, stage: str, report: BatchReport,
-                    prefix: str = ""):
-        """Count, log and drop records whose `error_column` is set; with
-        errors.tolerance=none the first one stops the connector instead. Returns the
-        remaining rows (without `error_column`) and how many were dropped."""
-        bad = frame.where(f"{error_column} IS NOT NULL")
-        coords = [f"{prefix}{c} AS {c}" for c in _COORDS]
-        first = bad.selectExpr(*coords, error_column).orderBy(*_COORDS).limit(1).collect()
-        if not first:
-            return frame.drop(error_column), 0
-        row = first[0]
-        if self.config.errors_tolerance == "none":
+    def _divert_bad(self, frame, error_column: str, stage_sql: str, ref: TableRef,
+                    report: BatchReport, user_metadata: str, prefix: str = ""):
+        """Records whose `error_column` is set: with errors.tolerance=none the first one
+        stops the connector (after going to the DLQ when one is set); with `all` they go
+        to the DLQ topic, or else to the error table `<TABLE>_ERRORS`, are counted and
+        logged. Returns the remaining rows (without `error_column`) and how many went."""
+        cfg = self.config
+        bad = frame.where(f"{error_column} IS NOT NULL").selectExpr(
+            *[f"{prefix}{c} AS {c}" for c in _COORDS + ("timestamp", "headers")],
+            "_raw_key", "_raw_value", f"{error_column} AS _error_text", f"{stage_sql} AS _stage_text",
+            f"{prefix}_error_class AS _class")
+        if cfg.errors_tolerance == "none":
+            first = bad.orderBy(*_COORDS).limit(1).collect()
+            if not first:
+                return frame.drop(error_column), 0
+            row = first[0]
+            if row["_class"] == "RegistryUnavailable":
+                raise ServiceUnavailable(row["_error_text"])
+            if cfg.dlq_topic:
+                self._send_to_dlq([row])
             raise RecordError(
-                f"{row[error_column]} (table {ref.full_name}). Fix the producer or the table, or "
-                f"set errors.tolerance=all to skip bad records. This batch was not committed to "
-                f"{ref.full_name}, so a restart resumes at this record.",
-                row["topic"], row["partition"], row["offset"], stage)
-        count = bad.count()
+                f"{row['_error_text']} (table {ref.full_name}). Fix the producer or the table, or "
+                f"set errors.tolerance=all to route bad records to the dead-letter queue. This batch "
+                f"was not committed to {ref.full_name}, so a restart resumes at this record.",
+                row["topic"], row["partition"], row["offset"], row["_stage_text"])
+        if cfg.dlq_topic:
+            records = bad.orderBy(*_COORDS).collect()
+            if any(r["_class"] == "RegistryUnavailable" for r in records):
+                raise ServiceUnavailable(next(r["_error_text"] for r in records
+                                              if r["_class"] == "RegistryUnavailable"))
+            self._send_to_dlq(records)
+            count = len(records)
+        else:
+            count = self._write_error_table(bad, ref, user_metadata)
+        if count == 0:
+            return frame.drop(error_column), 0
         report.errors += count
         self.row_errors[ref.full_name] = self.row_errors.get(ref.full_name, 0) + count
-        if self.config.errors_log_enable:
-            for r in bad.selectExpr(*coords, error_column).collect():
-                log.error("skipped record topic=%s partition=%s offset=%s stage=%s: %s",
-                          r["topic"], r["partition"], r["offset"], stage, r[error_column])
+        if cfg.errors_log_enable:
+            for r in bad.select(*_COORDS, "_stage_text", "_error_text").collect():
+                detail = f": {r['_error_text']}" if cfg.errors_log_include_messages else ""
+                log.error("bad record topic=%s partition=%s offset=%s stage=%s%s",
+                          r["topic"], r["partition"], r["offset"], r["_stage_text"], detail)
         return frame.where(f"{error_column} IS NULL").drop(error_column), count
+
+    def _send_to_dlq(self, rows) -> None:
+        cfg = self.config
+        records = [BadRecord(r["topic"], r["partition"], r["offset"],
+                             int(r["timestamp"].timestamp() * 1000) if r["timestamp"] else None,
+                             r["_raw_key"], r["_raw_value"],
+                             [(h["key"], h["value"]) for h in (r["headers"] or [])],
+                             r["_stage_text"], r["_error_text"], r["_class"] or "DataException")
+                   for r in rows]
+        send_to_dlq(cfg.bootstrap_servers, cfg.dlq_topic, cfg.name, records,
+                    cfg.dlq_context_headers)
+
+    def _write_error_table(self, bad, ref: TableRef, user_metadata: str) -> int:
+        """Append the bad records to `<TABLE>_ERRORS`, with the same channel offsets as
+        the table's commit, so a replayed batch adds none twice. Returns how many."""
+        errors_ref = self.warehouse.table(ref.database, ref.schema, ref.name + ERROR_TABLE_SUFFIX)
+        state = self._state(errors_ref)
+        if self._schema(state) is None:
+            tables.create_table(self.spark, errors_ref,
+                                [Column(n, t) for n, t in ERROR_TABLE_COLUMNS], evolution=False)
+            state.schema = None
+        if state.batch_metadata != user_metadata:  # the batch's first write to this table
+            state.batch_metadata, state.batch_base = user_metadata, dict(state.offsets)
+        if state.batch_base:
+            seen = " OR ".join(f"(topic = {sql_string(t)} AND partition = {p} AND offset <= {o})"
+                               for (t, p), o in state.batch_base.items())
+            bad = bad.where(f"NOT ({seen})")
+        rows = bad.selectExpr(
+            "topic AS RECORD_TOPIC", "partition AS RECORD_PARTITION", "offset AS RECORD_OFFSET",
+            "timestamp AS RECORD_TIMESTAMP", "_raw_key AS RECORD_KEY", "_raw_value AS RECORD_VALUE",
+            "headers AS RECORD_HEADERS", "_stage_text AS STAGE", "_error_text AS ERROR",
+            "coalesce(_class, 'DataException') AS ERROR_CLASS",
+            f"{sql_string(self.config.name)} AS CONNECTOR", "current_timestamp() AS FAILED_AT",
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            count = rows.count()
+            if count:
+                rows.write.format("delta").mode("append").option("userMetadata", user_metadata) \
+                    .save(errors_ref.path)
+                state.offsets = parse_commit_metadata(user_metadata, self.config.name) or {}
+            return count
+        finally:
+            rows.unpersist()
 
     # ---- the default pipe: keys -> columns ---------------------------------------
 
@@ -362,7 +574,7 @@ class Connector:
         """Column name -> (the JSON keys that map to it, their merged variant type). The
         batch's stats pass already merged each channel's keys; only when the table's
         channels disagree are they merged again over the table's rows."""
-        schemas = {c["keys"] for c in channels.values()} - {None}
+        schemas = set().union(*(c["keys"] for c in channels.values())) - {None}
         if len(schemas) <= 1:
             merged = next(iter(schemas), "")
         else:
@@ -370,18 +582,25 @@ class Connector:
             result = table_rows.where(valid).selectExpr(
                 "schema_of_variant_agg(v) AS s").first()
             merged = result["s"] if result and result["s"] else ""
-        fields: dict[str, tuple[list[str], str]] = {}
-        upper_index: dict[str, str] = {}
-        for key, vtype in parse_object_schema(merged):
-            name = column_name_for_key(key)
-            existing = upper_index.get(name.upper())
-            if existing is None:
-                upper_index[name.upper()] = name
-                fields[name] = ([key], vtype)
-            else:
-                keys, old = fields[existing]
-                fields[existing] = (keys + [key], old if old == vtype else "VARIANT")
-        return fields
+        return _fields_of(merged)
+
+    def _learn_from_sample(self, state: _TableState, df) -> bool:
+        """Before a table's first batch: create or evolve the table from the keys of
+        the batch's first records, so the whole batch can try one pass (a record with
+        other keys sends it to the general path). True when the sample was usable."""
+        sample = df.limit(ONE_PASS_SAMPLE).selectExpr(
+            f"{PARSE_VALUE_SQL} AS v").where("v IS NOT NULL").persist()
+        try:
+            merged = sample.selectExpr("schema_of_variant_agg(v) AS s").first()["s"] or ""
+            fields = _fields_of(merged)
+            if not fields or "" in fields:
+                return False
+            self._prepare_table(state, sample, fields)
+            state.known_keys = frozenset(k for keys, _t in fields.values() for k in keys)
+            return True
+        finally:
+            sample.unpersist()
+
 
     @staticmethod
     def _field_for(column: Column, fields) -> tuple[list[str], str]:
@@ -415,18 +634,19 @@ class Connector:
             if not column.nullable:
                 errors.append(f"CASE WHEN {ref} IS NULL THEN "
                               f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
-        coords = [f"{c} AS _src_{c}" for c in _COORDS]
-        shaped = table_rows.selectExpr(*coords, "v", *values)
+        coords = [f"{c} AS _src_{c}" for c in _COORDS + ("timestamp", "headers", "_error_class")]
+        shaped = table_rows.selectExpr(*coords, "_raw_key", "_raw_value", "v", *values)
         if errors:
             shaped = shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
         return shaped
 
     # ---- end of batch ----------------------------------------------------------------
 
-    def _finish(self, report: BatchReport, started: float, stats: dict) -> BatchReport:
-        """Advance the consumer group, measure lag and latency, print the progress line."""
-        if stats:
-            next_offsets = {tp: c["last"] + 1 for tp, c in stats.items()}
+    def _finish(self, report: BatchReport, started: float, next_offsets: dict,
+                mids: list[tuple[int, int]], ts_min: int | None) -> BatchReport:
+        """Advance the consumer group, measure lag and latency, print the progress line.
+        `mids` holds (median CreateTime, records) per channel or per batch."""
+        if next_offsets and report.records_read:
             self.positions.update(next_offsets)
             try:
                 self.cluster.commit_group_offsets(self.group, next_offsets)
@@ -434,14 +654,13 @@ class Connector:
                 log.warning("could not advance consumer group %s: %s", self.group, exc)
             committed_ms = int(time.time() * 1000)
             # p50 over the batch: the record-weighted median of the channels' medians.
-            mids = sorted((c["ts_mid"], c["records"]) for c in stats.values())
             half, running = report.records_read / 2, 0
-            for mid, records in mids:
+            for mid, records in sorted(mids):
                 running += records
                 if running >= half:
                     report.latency_p50_ms = committed_ms - mid
                     break
-            report.latency_max_ms = committed_ms - min(c["ts_min"] for c in stats.values())
+            report.latency_max_ms = committed_ms - ts_min
         try:
             latest = self.cluster.latest(self.positions)
             report.offsets_behind = sum(max(0, latest[tp] - pos) for tp, pos in self.positions.items()
@@ -452,6 +671,39 @@ class Connector:
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         return report
+
+
+def _fields_of(merged_schema: str) -> dict[str, tuple[list[str], str]]:
+    """Column name -> (the JSON keys that map to it, their variant type), from a
+    schema_of_variant(_agg) result; keys differing only in case share a column."""
+    fields: dict[str, tuple[list[str], str]] = {}
+    upper_index: dict[str, str] = {}
+    for key, vtype in parse_object_schema(merged_schema):
+        name = column_name_for_key(key)
+        existing = upper_index.get(name.upper())
+        if existing is None:
+            upper_index[name.upper()] = name
+            fields[name] = ([key], vtype)
+        else:
+            keys, old = fields[existing]
+            fields[existing] = (keys + [key], old if old == vtype else "VARIANT")
+    return fields
+
+
+def _merge_channel(channels: dict, tp: tuple[str, int], group) -> None:
+    """Add one (topic, partition, routed topic) group's statistics to the channel's."""
+    old = channels.get(tp)
+    new = {k: group[k] for k in ("first", "last", "records", "bad", "tombstones", "filtered",
+                                 "ts_min", "ts_mid")}
+    new["keys"] = {group["keys"]}
+    if old is None:
+        channels[tp] = new
+        return
+    for k in ("records", "bad", "tombstones", "filtered"):
+        old[k] += new[k]
+    old["first"], old["last"] = min(old["first"], new["first"]), max(old["last"], new["last"])
+    old["ts_min"] = min(old["ts_min"], new["ts_min"])
+    old["keys"] |= new["keys"]
 
 
 def _first_lines(message: str, n: int = 6) -> str:

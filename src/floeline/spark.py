@@ -76,6 +76,9 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+        # A JSON object with a key twice keeps the last value, as Kafka Connect's
+        # JsonConverter (Jackson) does, and as from_json does on the one-pass path.
+        "spark.sql.variant.allowDuplicateKeys": "true",
         # An append whose rows were all filtered (tombstones ignored, bad records, replays)
         # must still commit: it carries the channels' new offsets.
         "spark.databricks.delta.skipRecordingEmptyCommits": "false",

@@ -183,7 +183,7 @@ def test_defaults():
     assert c.schematization is True
     assert c.errors_tolerance == "none"
     assert c.errors_log_enable is False and c.errors_log_include_messages is False
-    assert c.dlq_topic is None and c.dlq_replication_factor == 3 and c.dlq_context_headers is False
+    assert c.dlq_topic is None and c.dlq_replication_factor == 3 and c.dlq_context_headers is True
     assert c.key_converter is None and c.value_converter is None
     assert c.warehouse == "./warehouse"
     assert c.checkpoint_dir == os.path.join("./warehouse", "_checkpoints", "orders-sink")

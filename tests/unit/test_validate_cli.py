@@ -41,9 +41,19 @@ def test_validate_rejects_bad_map_with_position(tmp_path, capsys):
     assert "topic1:table1,topic2:table2" in err
 
 
-def test_validate_refuses_converters_not_built_yet(tmp_path, capsys):
+def test_validate_accepts_avro_and_transforms(tmp_path, capsys):
     cfg = tmp_path / "avro.properties"
     cfg.write_text("name=x\ntopics=a\nvalue.converter=io.confluent.connect.avro.AvroConverter\n"
-                   "value.converter.schema.registry.url=http://localhost:8081\n")
+                   "value.converter.schema.registry.url=http://localhost:8081\n"
+                   "transforms=hoist\ntransforms.hoist.type=org.apache.kafka.connect.transforms.HoistField$Value\n"
+                   "transforms.hoist.field=payload\n")
+    assert main(["validate", str(cfg)]) == 0, capsys.readouterr().err
+
+
+def test_validate_names_a_bad_transform_and_converter(tmp_path, capsys):
+    cfg = tmp_path / "bad.properties"
+    cfg.write_text("name=x\ntopics=a\nvalue.converter=com.example.NoSuchConverter\n"
+                   "transforms=t\ntransforms.t.type=org.apache.kafka.connect.transforms.NoSuch\n")
     assert main(["validate", str(cfg)]) == 1
-    assert "AvroConverter is not supported yet" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "com.example.NoSuchConverter" in err

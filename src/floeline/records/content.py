@@ -13,7 +13,9 @@ import re
 # are not errors: behavior.on.null.values decides what happens to them.
 PARSE_ERROR_SQL = (
     "CASE WHEN value IS NULL THEN NULL "
-    "WHEN v IS NULL THEN 'value is not valid JSON (malformed, duplicate keys, invalid UTF-8, "
+    # Spark would read invalid UTF-8 as U+FFFD: the record would land altered.
+    "WHEN NOT is_valid_utf8(CAST(value AS STRING)) THEN 'value is not valid UTF-8 text' "
+    "WHEN v IS NULL THEN 'value is not valid JSON (malformed, invalid UTF-8, "
     "or over the 16 MiB VARIANT limit)' "
     # A parsed value is an object exactly when its text starts with '{' (cheaper than
     # computing its schema for every record).
