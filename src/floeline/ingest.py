@@ -45,6 +45,7 @@ from floeline.sources.kafka import (
     KafkaCluster, average_record_bytes, group_id, starting_offsets_json)
 from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef, Warehouse
+from floeline.warehouse.pipes import pipe_for_table
 from floeline.warehouse.channels import commit_metadata, parse_commit_metadata, read_offsets
 from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
 
@@ -255,6 +256,8 @@ class Connector:
         state = self._state(next(iter(refs.values())))
         if any(state.offsets.get(tp, -1) >= first for tp, (first, _e) in channels.items()):
             return None  # a replay: the general path drops what the table holds
+        if pipe_for_table(self.warehouse, state.ref.database, state.ref.schema, state.ref.name):
+            return None  # a user-defined pipe computes the columns (general path)
         if not state.known_keys and not state.one_pass_tried:
             state.one_pass_tried = True  # sample once per table, not after every failure
             if not self._learn_from_sample(state, df):
@@ -285,7 +288,7 @@ class Connector:
             state.one_pass_ready, state.schema = False, None
             return None
         stats = observed.get
-        state.offsets = new_offsets
+        state.offsets, state.one_pass_ready = new_offsets, True
         report.records_read = stats["records"]
         report.rows_written[state.ref.name] = stats["records"]
         report.phases["one pass"] = time.time() - started
@@ -394,21 +397,33 @@ class Connector:
                                                     user_metadata)
             expected -= rejected
 
-        fields = self._record_fields(table_rows, channels) if cfg.schematization else {}
-        if "" in fields:  # no column can be named by an empty key
-            table_rows = table_rows.selectExpr("*", (
-                "CASE WHEN try_variant_get(v, '$[\"\"]', 'variant') IS NOT NULL THEN 'the record "
-                "has an empty key (\"\"), which cannot be a column name: rename it in the producer "
-                "or with the ReplaceField transform' END AS _key_error"))
-            table_rows, rejected = self._divert_bad(table_rows, "_key_error", "'table write'", ref,
-                                                    report, user_metadata)
-            expected -= rejected
-            fields.pop("")
-        phase("keys")
-        schema = self._prepare_table(state, table_rows, fields)
-        phase("table")
-        shaped = self._shape(schema, table_rows, fields)
+        pipe = pipe_for_table(self.warehouse, ref.database, ref.schema, ref.name)
+        if pipe is not None:
+            # A user-defined pipe (or interactive table) computes the columns itself:
+            # no key matching, no schema evolution.
+            schema = self._schema(state, refresh=True)
+            if schema is None:
+                raise TableError(f"table {ref.full_name} has {pipe.kind} {pipe.name} but the table "
+                                 f"is gone; create it again or DROP PIPE {pipe.name}")
+            fields = {}
+            shaped = self._shape_with_pipe(schema, table_rows, pipe)
+        else:
+            fields = self._record_fields(table_rows, channels) if cfg.schematization else {}
+            if "" in fields:  # no column can be named by an empty key
+                table_rows = table_rows.selectExpr("*", (
+                    "CASE WHEN try_variant_get(v, '$[\"\"]', 'variant') IS NOT NULL THEN 'the record "
+                    "has an empty key (\"\"), which cannot be a column name: rename it in the producer "
+                    "or with the ReplaceField transform' END AS _key_error"))
+                table_rows, rejected = self._divert_bad(table_rows, "_key_error", "'table write'", ref,
+                                                        report, user_metadata)
+                expected -= rejected
+                fields.pop("")
+            phase("keys")
+            schema = self._prepare_table(state, table_rows, fields)
+            phase("table")
+            shaped = self._shape(schema, table_rows, fields)
         columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)]
+        row_stage = "'pipe expression'" if pipe is not None else "'table write'"
         can_fail = "_row_error" in shaped.columns
         if can_fail and cfg.errors_tolerance == "none":
             # Checked inside the write: a bad row fails it before anything commits.
@@ -419,7 +434,7 @@ class Connector:
             out = shaped.selectExpr(*columns)
         if can_fail and cfg.errors_tolerance == "all":
             # Bad rows go to the DLQ / error table before the table commit.
-            _, rejected = self._divert_bad(shaped, "_row_error", "'table write'", ref, report,
+            _, rejected = self._divert_bad(shaped, "_row_error", row_stage, ref, report,
                                            user_metadata, "_src_")
             expected -= rejected
         try:
@@ -427,7 +442,7 @@ class Connector:
         except Exception as exc:
             if can_fail and cfg.errors_tolerance == "none":
                 # Name the first bad record (raises RecordError) if that was the cause.
-                self._divert_bad(shaped, "_row_error", "'table write'", ref, report, user_metadata,
+                self._divert_bad(shaped, "_row_error", row_stage, ref, report, user_metadata,
                                  "_src_")
             state.schema = None  # the table may have changed under us: read it again next time
             raise TableError(f"writing to table {ref.full_name} failed: {_first_lines(str(exc))}") from exc
@@ -476,6 +491,7 @@ class Connector:
         if count == 0:
             return frame.drop(error_column), 0
         report.errors += count
+        report.errors_by_table[ref.name] = report.errors_by_table.get(ref.name, 0) + count
         self.row_errors[ref.full_name] = self.row_errors.get(ref.full_name, 0) + count
         if cfg.errors_log_enable:
             for r in bad.select(*_COORDS, "_stage_text", "_error_text").collect():
@@ -639,6 +655,38 @@ class Connector:
         if errors:
             shaped = shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
         return shaped
+
+    def _shape_with_pipe(self, schema: TableSchema, table_rows, pipe):
+        """Rows in the table's layout (as _c0, _c1, ...) computed by a user-defined pipe's
+        SELECT list (positional); a failed expression or a value that does not fit its
+        column is a row error (`_row_error`), never a silent NULL."""
+        computed, kept, casts, errors = [], [], [], []
+        for i, column in enumerate(schema.columns):
+            ref = f"_c{i}"
+            if i < len(pipe.columns):
+                expr = pipe.columns[i]
+                computed.append(f"({expr.value_sql}) AS _pv{i}")
+                kept.append(f"_pv{i}")
+                if expr.error_sql:
+                    computed.append(f"({expr.error_sql}) AS _pe{i}")
+                    kept.append(f"_pe{i}")
+                    errors.append(f"_pe{i}")
+                casts.append(f"try_cast(_pv{i} AS {column.type}) AS {ref}")
+                errors.append(
+                    f"CASE WHEN _pv{i} IS NOT NULL AND {ref} IS NULL THEN concat("
+                    f"{sql_string(f'pipe {pipe.name}: value ')}, left(CAST(_pv{i} AS STRING), 200), "
+                    f"{sql_string(f' does not fit column {column.name} of type {column.type}')}) END")
+            else:  # columns added after the pipe was created
+                casts.append(f"CAST(NULL AS {column.type}) AS {ref}")
+            if not column.nullable:
+                errors.append(f"CASE WHEN {ref} IS NULL THEN "
+                              f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
+        source = _COORDS + ("timestamp", "headers", "_error_class")
+        passed = [f"_src_{c}" for c in source] + ["_raw_key", "_raw_value"]
+        shaped = (table_rows.selectExpr(*[f"{c} AS _src_{c}" for c in source], "_raw_key",
+                                        "_raw_value", *computed)
+                  .selectExpr(*passed, *kept, *casts))
+        return shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
 
     # ---- end of batch ----------------------------------------------------------------
 

@@ -113,6 +113,8 @@ def test_json_corpus_with_dlq(kafka, topic_name, make_config, run_connector, rea
     assert produced == len(rows) + len(dlq_records) + 0  # nothing skipped by a rule here
     assert len(dlq_records) == len(to_dlq)
     assert connector.reports[-1].errors == len(to_dlq)
+    assert connector.reports[-1].errors_by_table == {topic.upper(): len(to_dlq)}
+    assert f"errors={len(to_dlq)}[{topic.upper()}={len(to_dlq)}]" in connector.reports[-1].line()
 
     by_case = {headers_of(m)["case"]: m for m in dlq_records}
     first_offset = 1  # the seed is offset 0

@@ -1,0 +1,51 @@
+"""When a micro-batch may take one pass, and what that pass checks (no Spark)."""
+
+from floeline import fastpath
+from floeline.warehouse.tables import Column, TableSchema
+
+ORDERS = TableSchema((Column("RECORD_METADATA", "variant"), Column("ORDER_ID", "decimal(38,0)"),
+                      Column("NAME", "string"), Column("PAID", "boolean"),
+                      Column("TAGS", "variant")), True)
+
+
+def test_plan_parses_known_keys_into_column_types():
+    plan = fastpath.typed_plan(ORDERS, frozenset({"order_id", "name", "paid", "tags"}))
+    assert plan is not None
+    assert "`order_id` decimal(38,0)" in plan.json_schema and "`tags` variant" in plan.json_schema
+    assert plan.json_schema.endswith(f"{fastpath.CORRUPT_FIELD} STRING")
+    assert plan.columns[1] == "j.`order_id` AS `ORDER_ID`"
+    # The record check rides in the first written column, so Spark cannot prune it.
+    assert plan.columns[0].startswith("CASE WHEN value IS NULL") and "raise_error" in plan.columns[0]
+    assert plan.columns[0].endswith("ELSE CAST(_meta AS variant) END AS `RECORD_METADATA`")
+    assert "is_valid_utf8" in plan.check and "'order_id'" in plan.check
+
+
+def test_keys_missing_from_a_nullable_column_are_null():
+    plan = fastpath.typed_plan(ORDERS, frozenset({"order_id"}))
+    assert "CAST(NULL AS string) AS `NAME`" in plan.columns
+
+
+def test_general_path_is_needed_for():
+    # two keys that differ only in case map to one column
+    assert fastpath.typed_plan(ORDERS, frozenset({"name", "NAME"})) is None
+    # a key without a column while schema evolution is on (the column must be added)
+    assert fastpath.typed_plan(ORDERS, frozenset({"order_id", "new_key"})) is None
+    # a type from_json would read differently from the general path
+    ts = TableSchema((Column("AT", "timestamp"),), True)
+    assert fastpath.typed_plan(ts, frozenset({"at"})) is None
+    # a NOT NULL column no key fills
+    strict = TableSchema((Column("ID", "decimal(38,0)", nullable=False), Column("N", "string")), True)
+    assert fastpath.typed_plan(strict, frozenset({"n"})) is None
+
+
+def test_not_null_columns_are_checked_per_record():
+    strict = TableSchema((Column("ID", "decimal(38,0)", nullable=False),), False)
+    plan = fastpath.typed_plan(strict, frozenset({"id", "ignored_with_evolution_off"}))
+    assert "j.`id` IS NULL" in plan.check
+
+
+def test_batch_offsets_read_sparks_offset_log(tmp_path):
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"orders":{"0":12,"1":7}}\n')
+    assert fastpath.batch_offsets(str(tmp_path), 3) == {("orders", 0): 12, ("orders", 1): 7}
+    assert fastpath.batch_offsets(str(tmp_path), 4) is None
