@@ -32,12 +32,11 @@ from floeline.errors import FloelineError, RecordError, ServiceUnavailable, Tabl
 from floeline.naming import column_name_for_key, table_for_topic
 from floeline.progress import BatchReport
 from floeline.records.content import (
-    PARSE_ERROR_SQL, PARSE_VALUE_SQL, column_type_for, conversion_error_sql, conversion_is_safe,
-    extract_sql,
-    parse_object_schema, present_sql, quote_column, sql_string)
+    PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, column_type_for,
+    conversion_error_sql, conversion_is_safe, extract_sql, parse_object_schema, present_sql,
+    quote_column, sql_string)
 from floeline.records.decode import decode_frame, needs_python_decode, transform_chain_for
-from floeline.records.dlq import (
-    ERROR_TABLE_COLUMNS, ERROR_TABLE_SUFFIX, BadRecord, send_to_dlq)
+from floeline.records.dlq import ERROR_TABLE_COLUMNS, ERROR_TABLE_SUFFIX, BadRecord, send_to_dlq
 from floeline.records.metadata import metadata_sql
 from floeline.records.record import Record
 from floeline.records.support import check_supported
@@ -320,10 +319,19 @@ class Connector:
                 route_topics, channels = by_table.setdefault(state.ref.full_name, (set(), {}))
                 route_topics.add(g["_route_topic"])
                 _merge_channel(channels, (g["topic"], g["partition"]), g)
-            for full_name, (route_topics, channels) in by_table.items():
-                table_rows = rows.where(
-                    f"_route_topic IN ({', '.join(sql_string(t) for t in sorted(route_topics))})")
-                self._write_table(self._tables[full_name], table_rows, channels, report, phase)
+            if cfg.errors_tolerance == "none" and any(g["bad"] for g in groups):
+                # The batch's first bad record stops the connector before any table commits.
+                self._divert_bad(rows, "_error", "_stage", None, report, "")
+            writes = [(self._tables[name], rows.where(
+                f"_route_topic IN ({', '.join(sql_string(t) for t in sorted(route_topics))})"),
+                channels) for name, (route_topics, channels) in by_table.items()]
+            if cfg.errors_tolerance == "none" and len(writes) > 1:
+                # A row error in any table must stop the batch before the first commit.
+                for state, table_rows, channels in writes:
+                    self._write_table(state, table_rows, channels, BatchReport(batch_id),
+                                      _Phases(BatchReport(batch_id)), check_only=True)
+            for state, table_rows, channels in writes:
+                self._write_table(state, table_rows, channels, report, phase)
             next_offsets: dict[tuple[str, int], int] = {}
             for g in groups:
                 tp = (g["topic"], g["partition"])
@@ -346,25 +354,36 @@ class Connector:
                 "key AS _raw_key", "value AS _raw_value",
                 "CAST(_key_text AS BINARY) AS key", "CAST(_value_json AS BINARY) AS value",
                 "_route_topic", "_skip", "_decode_error", "_decode_stage", "_error_class")
+            routes = {t: self._routed_topic(t) for t, _p in self.positions}
+            if any(t != r for t, r in routes.items()):
+                # A record a Filter dropped or a transform failed on has no routed topic of
+                # its own: it belongs with its topic's other records (offsets, error table).
+                lookup = "map(" + ", ".join(f"{sql_string(t)}, {sql_string(r)}"
+                                            for t, r in sorted(routes.items())) + ")"
+                df = df.withColumn("_route_topic", F.expr(
+                    f"CASE WHEN _skip OR _decode_error IS NOT NULL THEN "
+                    f"coalesce(element_at({lookup}, topic), topic) ELSE _route_topic END"))
         else:
             df = df.selectExpr(
                 "*", "key AS _raw_key", "value AS _raw_value", "topic AS _route_topic",
                 "false AS _skip", "CAST(NULL AS STRING) AS _decode_error",
                 "CAST(NULL AS STRING) AS _decode_stage", "CAST(NULL AS STRING) AS _error_class")
+        parse_error = PARSE_ERROR_SQL if cfg.schematization else PARSE_ERROR_ANY_JSON_SQL
         return df.selectExpr("*", f"{PARSE_VALUE_SQL} AS v").selectExpr(
             "topic", "partition", "offset", "timestamp", "headers", "_raw_key", "_raw_value",
             "_route_topic", "_skip",
             "value IS NULL AND _decode_error IS NULL AND NOT _skip AS _tombstone", "v",
-            f"CASE WHEN _skip THEN NULL ELSE coalesce(_decode_error, {PARSE_ERROR_SQL}) END AS _error",
+            f"CASE WHEN _skip THEN NULL ELSE coalesce(_decode_error, {parse_error}) END AS _error",
             "CASE WHEN _decode_error IS NOT NULL THEN _decode_stage ELSE 'value converter' END AS _stage",
             "coalesce(_error_class, 'DataException') AS _error_class",
             f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta",
         )
 
     def _write_table(self, state: _TableState, table_rows, channels: dict, report: BatchReport,
-                     phase):
+                     phase, check_only: bool = False):
         """Append this batch's rows of one table, with its channels' new offsets, in one
-        Delta commit. `channels` holds the batch statistics of each (topic, partition)."""
+        Delta commit. `channels` holds the batch statistics of each (topic, partition).
+        `check_only`: stop at the first row error (raising it) without writing."""
         cfg = self.config
         ref = state.ref
         expected = sum(c["records"] for c in channels.values())
@@ -397,6 +416,11 @@ class Connector:
                                                     user_metadata)
             expected -= rejected
 
+        if expected <= 0 and self._schema(state) is None:
+            # Nothing lands and there is no table: none is created just to hold offsets
+            # (on a restart, the consumer group's offsets say where to resume).
+            state.offsets = new_offsets
+            return
         pipe = pipe_for_table(self.warehouse, ref.database, ref.schema, ref.name)
         if pipe is not None:
             # A user-defined pipe (or interactive table) computes the columns itself:
@@ -425,6 +449,11 @@ class Connector:
         columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)]
         row_stage = "'pipe expression'" if pipe is not None else "'table write'"
         can_fail = "_row_error" in shaped.columns
+        if check_only:
+            if can_fail:
+                self._divert_bad(shaped, "_row_error", row_stage, ref, report, user_metadata,
+                                 "_src_")
+            return
         if can_fail and cfg.errors_tolerance == "none":
             # Checked inside the write: a bad row fails it before anything commits.
             out = shaped.where("assert_true(_row_error IS NULL, _row_error) IS NULL").selectExpr(*columns)
@@ -474,10 +503,11 @@ class Connector:
                 raise ServiceUnavailable(row["_error_text"])
             if cfg.dlq_topic:
                 self._send_to_dlq([row])
+            where = f" (table {ref.full_name})" if ref is not None else ""
             raise RecordError(
-                f"{row['_error_text']} (table {ref.full_name}). Fix the producer or the table, or "
-                f"set errors.tolerance=all to route bad records to the dead-letter queue. This batch "
-                f"was not committed to {ref.full_name}, so a restart resumes at this record.",
+                f"{row['_error_text']}{where}. Fix the producer, the transforms or the table, or "
+                f"set errors.tolerance=all to route bad records to the dead-letter queue. Nothing "
+                f"of this batch was committed, so a restart resumes at this record.",
                 row["topic"], row["partition"], row["offset"], row["_stage_text"])
         if cfg.dlq_topic:
             records = bad.orderBy(*_COORDS).collect()

@@ -15,8 +15,8 @@ PARSE_ERROR_SQL = (
     "CASE WHEN value IS NULL THEN NULL "
     # Spark would read invalid UTF-8 as U+FFFD: the record would land altered.
     "WHEN NOT is_valid_utf8(CAST(value AS STRING)) THEN 'value is not valid UTF-8 text' "
-    "WHEN v IS NULL THEN 'value is not valid JSON (malformed, invalid UTF-8, "
-    "or over the 16 MiB VARIANT limit)' "
+    "WHEN v IS NULL THEN 'value is not valid JSON (malformed, NaN/Infinity, nested over "
+    "1000 levels, or over the 16 MiB VARIANT limit)' "
     # A parsed value is an object exactly when its text starts with '{' (cheaper than
     # computing its schema for every record).
     "WHEN left(TRIM(LEADING ' \\t\\r\\n' FROM CAST(value AS STRING)), 1) != '{' THEN "
@@ -25,6 +25,10 @@ PARSE_ERROR_SQL = (
     "transforms.hoist.type=org.apache.kafka.connect.transforms.HoistField$Value, "
     "transforms.hoist.field=<column>)') END"
 )
+
+# With snowflake.enable.schematization=false any JSON value is RECORD_CONTENT: only
+# text that is not JSON is an error.
+PARSE_ERROR_ANY_JSON_SQL = PARSE_ERROR_SQL.split(" WHEN left(")[0] + " END"
 
 PARSE_VALUE_SQL = "try_parse_json(CAST(value AS STRING))"
 
