@@ -52,6 +52,8 @@ JSON_CORPUS = [
      lambda r: len(r["BLOB"]) == TEN_MB),
     ("300-level nesting in a VARIANT column", b'{"id": 21, "tree": ' + b"[" * 300 + b"]" * 300 + b"}",
      "lands", lambda r: r["TREE"] is not None),
+    ("null Kafka key", b'{"id": 22}', "lands",
+     lambda r: "key" not in json.loads(r["RECORD_METADATA"].toJson())),
     ("tombstone with behavior.on.null.values=DEFAULT", None, "lands",
      lambda r: r["ID"] is None),
 ]
@@ -90,7 +92,8 @@ def headers_of(msg) -> dict[str, str]:
 def produce_seed_and_corpus(kafka, topic):
     """A good record first (so the table exists with ID, NAME, N), then the corpus."""
     produce(kafka, topic, [{"value": {"id": 0, "name": "seed", "n": 1}, "key": "seed"}])
-    return [{"value": value, "key": f"k{i}", "headers": [("case", name.encode())]}
+    return [{"value": value, "key": None if name == "null Kafka key" else f"k{i}",
+             "headers": [("case", name.encode())]}
             for i, (name, value, _outcome, _check) in enumerate(JSON_CORPUS)]
 
 
