@@ -540,3 +540,26 @@ def test_converter_error_pickles_with_its_stage():
     import pickle
     err = pickle.loads(pickle.dumps(ConverterError("bad", "key converter")))
     assert (err.reason, err.stage, str(err)) == ("bad", "key converter", "bad")
+
+
+def test_avro_with_a_schema_given_in_the_config():
+    import io
+    import json as _json
+
+    import fastavro
+
+    from floeline.errors import ConfigError
+    from floeline.records.converters import (
+        AVRO_CONVERTER, ConverterError, check_converters, converter_for)
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
+                                                        {"name": "tag", "type": "string"}]}
+    settings = {"value.converter": AVRO_CONVERTER, "value.converter.avro.schema": _json.dumps(schema)}
+    check_converters(settings)
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), {"id": 7, "tag": "x"})
+    assert converter_for(settings, "value").convert(out.getvalue()).value == {"id": 7, "tag": "x"}
+    with pytest.raises(ConverterError, match="corrupt Avro"):
+        converter_for(settings, "value").convert(out.getvalue()[:1])
+    with pytest.raises(ConfigError, match="value.converter.avro.schema is not a valid Avro schema"):
+        check_converters({"value.converter": AVRO_CONVERTER, "value.converter.avro.schema": "{nope"})

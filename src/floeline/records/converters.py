@@ -137,9 +137,15 @@ def check_converters(settings: Mapping[str, str]) -> None:
         elif name not in SUPPORTED_CONVERTERS:
             problems.append(f"{key}={name} is not a converter floeline knows; supported: "
                             f"{', '.join(SUPPORTED_CONVERTERS)}")
+        elif name == AVRO_CONVERTER and _option(settings, which, "avro.schema") is not None:
+            try:
+                _config_avro_schema(settings, which)
+            except ConfigError as exc:
+                problems.append(str(exc))
         elif name in REGISTRY_CONVERTERS and _option(settings, which, "schema.registry.url") is None:
             problems.append(f"{key}={name} needs {key}.schema.registry.url (the schema "
-                            f"registry's base URL, e.g. http://localhost:8081)")
+                            f"registry's base URL, e.g. http://localhost:8081), or for Avro "
+                            f"without a registry {key}.avro.schema (the writer schema as JSON)")
         enable = _option(settings, which, "schemas.enable")
         if enable is not None and enable.lower() not in ("true", "false"):
             problems.append(f"{key}.schemas.enable={enable!r} is not a boolean; accepted "
@@ -539,6 +545,41 @@ class AvroConverter(_RegistryConverter):
         return _plain_avro(value)
 
 
+def _config_avro_schema(settings: Mapping[str, str], which: Which) -> Any:
+    """The parsed writer schema of `<which>.converter.avro.schema`."""
+    import fastavro
+
+    key = f"{which}.converter.avro.schema"
+    try:
+        return fastavro.parse_schema(json.loads(_option(settings, which, "avro.schema")))
+    except Exception as exc:
+        raise ConfigError(f"{key} is not a valid Avro schema (JSON): {type(exc).__name__}: "
+                          f"{exc}") from None
+
+
+class ConfigSchemaAvroConverter(Converter):
+    """Avro without a schema registry: each record is a plain Avro binary datum written
+    with the schema given in `<key|value>.converter.avro.schema` (no wire-format
+    header), as producers that share a fixed schema write it."""
+
+    def __init__(self, schema: Any):
+        self.schema = schema
+
+    def _convert(self, data: bytes) -> Converted:
+        import fastavro
+
+        reader = _StrictReader(data)
+        try:
+            value = fastavro.schemaless_reader(reader, self.schema, None)
+        except Exception as exc:
+            raise self.error(f"corrupt Avro (does not match the configured avro.schema): "
+                             f"{type(exc).__name__}: {exc}") from None
+        if len(data) - reader.tell():
+            raise self.error(f"corrupt Avro (does not match the configured avro.schema): "
+                             f"{len(data) - reader.tell()} bytes left over after the record")
+        return Converted(_plain_avro(value))
+
+
 def _plain_avro(value: Any) -> Any:
     """fastavro's values as record.py's types (UUIDs as text)."""
     if isinstance(value, dict):
@@ -760,6 +801,8 @@ def converter_for(settings: Mapping[str, str], which: Which, registry=None) -> C
         converter = StringConverter(_option(settings, which, "encoding") or "UTF-8")
     elif name == BYTES_CONVERTER:
         converter = ByteArrayConverter()
+    elif name == AVRO_CONVERTER and _option(settings, which, "avro.schema") is not None:
+        converter = ConfigSchemaAvroConverter(_config_avro_schema(settings, which))
     else:
         cls = {AVRO_CONVERTER: AvroConverter, PROTOBUF_CONVERTER: ProtobufConverter,
                JSON_SCHEMA_CONVERTER: JsonSchemaConverter}[name]
