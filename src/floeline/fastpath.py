@@ -69,13 +69,19 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str]) -> TypedPlan | N
                 not_null.append(f"{values[-1]} IS NULL")
     fields.append(f"{CORRUPT_FIELD} STRING")
     known = "array(" + ", ".join(sql_string(k) for k in sorted(known_keys)) + ")"
+    present = " + ".join(f"CASE WHEN {v} IS NULL THEN 0 ELSE 1 END"
+                         for v in values if v.startswith("j.")) or "0"
     unusual = " OR ".join([
         "value IS NULL",
         "NOT is_valid_utf8(CAST(value AS STRING))",
         f"j.{CORRUPT_FIELD} IS NOT NULL",
         # Every key known; NULL (not an object) counts as unusual too. `_keys` is
-        # json_object_keys(value), computed once in the projection before.
-        f"NOT coalesce(forall(_keys, k -> array_contains({known}, k)), false)",
+        # json_object_keys(value), computed once in the projection before. Cheap test
+        # first: as many keys as known fields with a value means no key is unknown (each
+        # such field has its own key); only records with JSON nulls (or keys with no
+        # column) need the per-key search, which costs a quarter of the batch's time.
+        f"NOT coalesce(size(_keys) = {present} "
+        f"OR forall(_keys, k -> array_contains({known}, k)), false)",
     ] + not_null)
     # The check sits inside the first written column: Spark prunes an unused column,
     # assert_true included, so a separate check column would never run.

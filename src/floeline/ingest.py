@@ -286,11 +286,13 @@ class Connector:
             log.info("batch %s takes the general path: %s", batch_id, _first_lines(str(exc), 2))
             state.one_pass_ready, state.schema = False, None
             return None
+        report.phases["one pass write"] = time.time() - started
         stats = observed.get
         state.offsets, state.one_pass_ready = new_offsets, True
         report.records_read = stats["records"]
         report.rows_written[state.ref.name] = stats["records"]
         report.phases["one pass"] = time.time() - started
+        report.phases["one pass stats"] = time.time() - started - report.phases["one pass write"]
         return self._finish(report, started, {tp: e for tp, (_s, e) in channels.items()},
                             [(stats["ts_mid"], stats["records"])], stats["ts_min"])
 

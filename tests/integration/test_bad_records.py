@@ -226,15 +226,22 @@ def test_one_pass_batches_fall_back_for_new_keys_and_bad_records(kafka, topic_na
     first = Connector(config, spark)
     first.run(until_caught_up=True)
     assert any("one pass" in r.phases for r in first.reports), [r.phases for r in first.reports]
+    # Explicit JSON nulls for known keys still take one pass (the per-key search).
+    produce(kafka, topic, [{"id": 500 + i, "name": None, "score": 1.5, "ok": None} for i in range(60)])
+    nulls = Connector(config, spark)
+    nulls.run(until_caught_up=True)
+    assert all("one pass" in r.phases for r in nulls.reports if r.records_read), \
+        [r.phases for r in nulls.reports]
     produce(kafka, topic, [{"id": 1000, "name": "new key", "extra": [1]}, {"id": 1001, "score": "bad"},
                            None, {"id": 1003, "name": "x"}])
     produce(kafka, topic, [{"id": 2000 + i, "name": "after"} for i in range(60)])
     second = Connector(config, spark)
     second.run(until_caught_up=True)
     df = read_table(topic.upper())
-    assert df.count() == 150 + 3 + 60  # the bad record went to the error table
+    assert df.count() == 150 + 60 + 3 + 60  # the bad record went to the error table
     assert df.where("ID = 1000").first()["EXTRA"] is not None
     assert df.where("ID = 1001").count() == 0
-    assert read_table(topic.upper() + "_ERRORS").first()["RECORD_OFFSET"] == 151
+    assert read_table(topic.upper() + "_ERRORS").first()["RECORD_OFFSET"] == 211
+    assert df.where("ID = 530").first()["NAME"] is None
     offsets = [json.loads(r["RECORD_METADATA"].toJson())["offset"] for r in df.collect()]
     assert len(offsets) == len(set(offsets))

@@ -18,6 +18,9 @@ def test_plan_parses_known_keys_into_column_types():
     assert plan.columns[0].startswith("CASE WHEN value IS NULL") and "raise_error" in plan.columns[0]
     assert plan.columns[0].endswith("ELSE CAST(_meta AS variant) END AS `RECORD_METADATA`")
     assert "is_valid_utf8" in plan.check and "'order_id'" in plan.check
+    # Unknown keys: the cheap key count first, the per-key search only when it differs.
+    assert "size(_keys) = CASE WHEN j.`order_id` IS NULL THEN 0 ELSE 1 END + " in plan.check
+    assert "OR forall(_keys, k -> array_contains(" in plan.check
 
 
 def test_keys_missing_from_a_nullable_column_are_null():
