@@ -95,7 +95,10 @@ def average_record_bytes(bootstrap: str, latest: dict[tuple[str, int], int],
     if not tps:
         return None
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "floeline-sampler",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         # The end of a partition shows after an empty fetch: do not let
+                         # the broker hold that fetch for its default 500 ms.
+                         "fetch.wait.max.ms": 10})
     try:
         consumer.assign([TopicPartition(t, p, max(earliest.get((t, p), 0), latest[(t, p)] - per_partition))
                          for t, p in tps])
