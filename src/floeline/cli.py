@@ -13,7 +13,9 @@ def _cmd_validate(args) -> int:
     from floeline.config import describe_ignored, load_config
     from floeline.naming import table_for_topic
 
+    from floeline.records.decode import transform_chain_for
     from floeline.records.support import check_supported
+    from floeline.records.transforms import routed_topic
 
     config = load_config(args.config)
     check_supported(config)
@@ -30,9 +32,14 @@ def _cmd_validate(args) -> int:
                 pattern=config.topics_regex))
         except FloelineError as exc:
             print(f"(cannot list matching topics: {exc})", file=sys.stderr)
+    chain = transform_chain_for(config.raw)
     for topic in topics:
-        table = table_for_topic(topic, config.topic_map)
-        print(f"{topic} -> {config.database}.{config.schema}.{table}")
+        routed = routed_topic(chain, topic)
+        table = table_for_topic(routed, config.topic_map)
+        via = f" (routed as {routed!r} by transforms)" if routed != topic else ""
+        print(f"{topic} -> {config.database}.{config.schema}.{table}{via}")
+    if chain is not None:
+        print("transforms: " + "; ".join(chain.describe()))
     print(f"config {args.config} is valid (connector {config.name})")
     return 0
 

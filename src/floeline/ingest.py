@@ -38,7 +38,7 @@ from floeline.records.content import (
 from floeline.records.decode import decode_frame, needs_python_decode, transform_chain_for
 from floeline.records.dlq import ERROR_TABLE_COLUMNS, ERROR_TABLE_SUFFIX, BadRecord, send_to_dlq
 from floeline.records.metadata import metadata_sql
-from floeline.records.record import Record
+from floeline.records.transforms import routed_topic
 from floeline.records.support import check_supported
 from floeline.sources.kafka import (
     KafkaCluster, average_record_bytes, group_id, starting_offsets_json)
@@ -139,17 +139,9 @@ class Connector:
         return positions, len(partitions)
 
     def _routed_topic(self, topic: str) -> str:
-        """The topic a source topic's records are routed as, when transforms rename
-        topics (RegexRouter): found by running the chain on an empty record. Routing
-        that depends on each record's content is found per record while running; a
-        restart then resumes from the consumer group's offsets."""
-        if self.transforms is None or self.transforms.empty:
-            return topic
-        try:
-            routed = self.transforms.apply(Record(topic, 0, 0, None, -1, None, {}))
-        except Exception:
-            return topic
-        return routed.topic if routed is not None else topic
+        """The topic `topic`'s records are routed as (RegexRouter); a restart resumes
+        content-dependent routes from the consumer group's offsets."""
+        return routed_topic(self.transforms, topic)
 
     def records_per_partition(self) -> int:
         """The per-partition batch bound: buffer.count.records, lowered so that a batch of

@@ -57,3 +57,14 @@ def test_validate_names_a_bad_transform_and_converter(tmp_path, capsys):
     assert main(["validate", str(cfg)]) == 1
     err = capsys.readouterr().err
     assert "com.example.NoSuchConverter" in err
+
+
+def test_validate_shows_the_table_a_regexrouter_routes_to(tmp_path, capsys):
+    cfg = tmp_path / "routed.properties"
+    cfg.write_text("name=x\ntopics=orders-raw\ntransforms=route\n"
+                   "transforms.route.type=org.apache.kafka.connect.transforms.RegexRouter\n"
+                   "transforms.route.regex=(.*)-raw\ntransforms.route.replacement=$1\n")
+    assert main(["validate", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "orders-raw -> FLOELINE.PUBLIC.ORDERS (routed as 'orders' by transforms)" in out
+    assert "transforms: route: RegexRouter" in out

@@ -1210,3 +1210,18 @@ def _zone_offset_minutes(text: str) -> int:
     else:
         hours, minutes = int(digits[:-2]), int(digits[-2:])
     return sign * (hours * 60 + minutes)
+
+
+def routed_topic(chain: TransformChain | None, topic: str) -> str:
+    """The topic a source topic's records are routed as when transforms rename topics
+    (RegexRouter, TimestampRouter): the chain run on an empty record of `topic`.
+    Routing that depends on a record's content shows only per record."""
+    if chain is None or chain.empty:
+        return topic
+    from floeline.records.record import Record
+
+    try:
+        routed = chain.apply(Record(topic, 0, 0, None, -1, None, {}))
+    except Exception:  # a transform that needs real content: route as the topic
+        return topic
+    return routed.topic if routed is not None else topic
