@@ -1,15 +1,20 @@
 """The streaming job: one Spark Structured Streaming query per connector; each
-micro-batch is routed topic -> table, shaped by the default pipe, and committed to
+micro-batch is routed topic -> table, shaped by the table's pipe, and committed to
 each table together with its channels' offsets.
 
 Per micro-batch (foreachBatch):
-  1. parse values to VARIANT, build RECORD_METADATA, classify bad records;
+  0. steady state: one pass straight into the table (fastpath.py); anything unusual
+     in the batch fails that pass before Delta commits and the batch goes on below;
+  1. decode (converters and transforms in Python when the config needs them), parse
+     values to VARIANT, build RECORD_METADATA, classify bad records;
   2. drop records a table already holds (offset <= the channel's committed offset:
      this is what makes replays and lost checkpoints duplicate-free);
-  3. per table: create or evolve it, map first-level keys to columns
-     case-insensitively, convert types, append with the new channel offsets in the
-     same Delta commit;
-  4. advance the Kafka consumer group, print one progress line.
+  3. bad records: stop the connector (errors.tolerance=none) or send them to the DLQ
+     topic or the `<TABLE>_ERRORS` table before the table's commit;
+  4. per table: create or evolve it, compute its rows with the default or the user's
+     pipe (records/shaping.py), append them with the new channel offsets in the same
+     Delta commit;
+  5. advance the Kafka consumer group, print one progress line.
 """
 
 from __future__ import annotations
@@ -29,14 +34,14 @@ from pyspark.sql import functions as F
 from floeline import fastpath
 from floeline.config import ConnectorConfig
 from floeline.errors import FloelineError, RecordError, ServiceUnavailable, TableError
-from floeline.naming import column_name_for_key, table_for_topic
+from floeline.naming import table_for_topic
 from floeline.progress import BatchReport
 from floeline.records.content import (
-    PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, column_type_for,
-    conversion_error_sql, conversion_is_safe, extract_sql, parse_object_schema, present_sql,
+    PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, column_type_for, present_sql,
     quote_column, sql_string)
 from floeline.records.decode import decode_frame, needs_python_decode, transform_chain_for
 from floeline.records.dlq import ERROR_TABLE_COLUMNS, ERROR_TABLE_SUFFIX, BadRecord, send_to_dlq
+from floeline.records import shaping
 from floeline.records.metadata import metadata_sql
 from floeline.records.transforms import routed_topic
 from floeline.records.support import check_supported
@@ -50,7 +55,6 @@ from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
 
 log = logging.getLogger("floeline")
 
-CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
 _COORDS = ("topic", "partition", "offset")
 
 
@@ -424,7 +428,7 @@ class Connector:
                 raise TableError(f"table {ref.full_name} has {pipe.kind} {pipe.name} but the table "
                                  f"is gone; create it again or DROP PIPE {pipe.name}")
             fields = {}
-            shaped = self._shape_with_pipe(schema, table_rows, pipe)
+            shaped = shaping.pipe_rows(schema, table_rows, pipe)
         else:
             fields = self._record_fields(table_rows, channels) if cfg.schematization else {}
             if "" in fields:  # no column can be named by an empty key
@@ -439,7 +443,7 @@ class Connector:
             phase("keys")
             schema = self._prepare_table(state, table_rows, fields)
             phase("table")
-            shaped = self._shape(schema, table_rows, fields)
+            shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization)
         columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)]
         row_stage = "'pipe expression'" if pipe is not None else "'table write'"
         can_fail = "_row_error" in shaped.columns
@@ -582,7 +586,7 @@ class Connector:
         schema = self._schema(state)
         if schema is None:
             if not self.config.schematization:
-                columns = [Column(METADATA_COLUMN, "variant"), Column(CONTENT_COLUMN, "variant")]
+                columns = [Column(METADATA_COLUMN, "variant"), Column(shaping.CONTENT_COLUMN, "variant")]
             else:
                 # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
                 columns = [Column(METADATA_COLUMN, "variant")] if self.config.metadata.all_ else []
@@ -603,7 +607,7 @@ class Connector:
         for column in schema.columns:
             if column.nullable or column.name == METADATA_COLUMN:
                 continue
-            keys, _vtype = self._field_for(column, fields)
+            keys, _vtype = shaping.field_for(column, fields)
             missing = table_rows.where(f"NOT ({present_sql(keys)})" if keys else "true")
             if missing.limit(1).count():
                 tables.drop_not_null(self.spark, ref, column.name)
@@ -622,7 +626,7 @@ class Connector:
             result = table_rows.where(valid).selectExpr(
                 "schema_of_variant_agg(v) AS s").first()
             merged = result["s"] if result and result["s"] else ""
-        return _fields_of(merged)
+        return shaping.fields_of(merged)
 
     def _learn_from_sample(self, state: _TableState, df) -> bool:
         """Before a table's first batch: create or evolve the table from the keys of
@@ -632,7 +636,7 @@ class Connector:
             f"{PARSE_VALUE_SQL} AS v").where("v IS NOT NULL").persist()
         try:
             merged = sample.selectExpr("schema_of_variant_agg(v) AS s").first()["s"] or ""
-            fields = _fields_of(merged)
+            fields = shaping.fields_of(merged)
             if not fields or "" in fields:
                 return False
             self._prepare_table(state, sample, fields)
@@ -641,76 +645,6 @@ class Connector:
         finally:
             sample.unpersist()
 
-
-    @staticmethod
-    def _field_for(column: Column, fields) -> tuple[list[str], str]:
-        """The JSON keys matching `column` (case-insensitively) and their batch type."""
-        for name, field in fields.items():
-            if name.upper() == column.name.upper():
-                return field
-        return [], "VOID"
-
-    def _shape(self, schema: TableSchema, table_rows, fields):
-        """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
-        a conversion failure when some column can fail. Values are extracted in one
-        projection and checked in the next, so each is computed once."""
-        values, errors = [], []
-        for i, column in enumerate(schema.columns):
-            ref = f"_c{i}"
-            keys, batch_type = self._field_for(column, fields)
-            if column.name.upper() == METADATA_COLUMN and not keys:
-                values.append(f"CAST(_meta AS {column.type}) AS {ref}" if column.type == "variant"
-                              else f"CAST(to_json(_meta) AS {column.type}) AS {ref}")
-            elif column.name.upper() == CONTENT_COLUMN and not self.config.schematization:
-                # A tombstone kept by behavior.on.null.values=DEFAULT is an empty object.
-                values.append(f"CASE WHEN _tombstone THEN parse_json('{{}}') ELSE v END AS {ref}")
-            elif keys:
-                values.append(f"{extract_sql(keys, column.type)} AS {ref}")
-                # Checked per row only when this batch holds values that may not convert.
-                if not conversion_is_safe(batch_type, column.type):
-                    errors.append(conversion_error_sql(column.name, ref, keys, column.type))
-            else:
-                values.append(f"CAST(NULL AS {column.type}) AS {ref}")
-            if not column.nullable:
-                errors.append(f"CASE WHEN {ref} IS NULL THEN "
-                              f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
-        coords = [f"{c} AS _src_{c}" for c in _COORDS + ("timestamp", "headers", "_error_class")]
-        shaped = table_rows.selectExpr(*coords, "_raw_key", "_raw_value", "v", *values)
-        if errors:
-            shaped = shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
-        return shaped
-
-    def _shape_with_pipe(self, schema: TableSchema, table_rows, pipe):
-        """Rows in the table's layout (as _c0, _c1, ...) computed by a user-defined pipe's
-        SELECT list (positional); a failed expression or a value that does not fit its
-        column is a row error (`_row_error`), never a silent NULL."""
-        computed, kept, casts, errors = [], [], [], []
-        for i, column in enumerate(schema.columns):
-            ref = f"_c{i}"
-            if i < len(pipe.columns):
-                expr = pipe.columns[i]
-                computed.append(f"({expr.value_sql}) AS _pv{i}")
-                kept.append(f"_pv{i}")
-                if expr.error_sql:
-                    computed.append(f"({expr.error_sql}) AS _pe{i}")
-                    kept.append(f"_pe{i}")
-                    errors.append(f"_pe{i}")
-                casts.append(f"try_cast(_pv{i} AS {column.type}) AS {ref}")
-                errors.append(
-                    f"CASE WHEN _pv{i} IS NOT NULL AND {ref} IS NULL THEN concat("
-                    f"{sql_string(f'pipe {pipe.name}: value ')}, left(CAST(_pv{i} AS STRING), 200), "
-                    f"{sql_string(f' does not fit column {column.name} of type {column.type}')}) END")
-            else:  # columns added after the pipe was created
-                casts.append(f"CAST(NULL AS {column.type}) AS {ref}")
-            if not column.nullable:
-                errors.append(f"CASE WHEN {ref} IS NULL THEN "
-                              f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
-        source = _COORDS + ("timestamp", "headers", "_error_class")
-        passed = [f"_src_{c}" for c in source] + ["_raw_key", "_raw_value"]
-        shaped = (table_rows.selectExpr(*[f"{c} AS _src_{c}" for c in source], "_raw_key",
-                                        "_raw_value", *computed)
-                  .selectExpr(*passed, *kept, *casts))
-        return shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
 
     # ---- end of batch ----------------------------------------------------------------
 
@@ -743,23 +677,6 @@ class Connector:
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         return report
-
-
-def _fields_of(merged_schema: str) -> dict[str, tuple[list[str], str]]:
-    """Column name -> (the JSON keys that map to it, their variant type), from a
-    schema_of_variant(_agg) result; keys differing only in case share a column."""
-    fields: dict[str, tuple[list[str], str]] = {}
-    upper_index: dict[str, str] = {}
-    for key, vtype in parse_object_schema(merged_schema):
-        name = column_name_for_key(key)
-        existing = upper_index.get(name.upper())
-        if existing is None:
-            upper_index[name.upper()] = name
-            fields[name] = ([key], vtype)
-        else:
-            keys, old = fields[existing]
-            fields[existing] = (keys + [key], old if old == vtype else "VARIANT")
-    return fields
 
 
 def _merge_channel(channels: dict, tp: tuple[str, int], group) -> None:

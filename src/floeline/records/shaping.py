@@ -1,0 +1,107 @@
+"""Table rows from a micro-batch's records: the default pipe `{TABLE}-STREAMING`
+(first-level keys -> columns, case-insensitively) and user-defined pipes (a SELECT
+list, by position). Each returns the rows in the table's layout as `_c0, _c1, ...`
+plus the record's source columns (`_src_*`, `_raw_*`, for errors and the DLQ) and,
+when some value can fail, `_row_error` naming the failure. Pure SQL building: the
+connector decides what to do with the rows."""
+
+from __future__ import annotations
+
+from floeline.naming import column_name_for_key
+from floeline.records.content import (
+    conversion_error_sql, conversion_is_safe, extract_sql, parse_object_schema, sql_string)
+from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
+
+CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
+_SOURCE = ("topic", "partition", "offset", "timestamp", "headers", "_error_class")
+
+
+def fields_of(merged_schema: str) -> dict[str, tuple[list[str], str]]:
+    """Column name -> (the JSON keys that map to it, their variant type), from a
+    schema_of_variant(_agg) result; keys differing only in case share a column."""
+    fields: dict[str, tuple[list[str], str]] = {}
+    upper_index: dict[str, str] = {}
+    for key, vtype in parse_object_schema(merged_schema):
+        name = column_name_for_key(key)
+        existing = upper_index.get(name.upper())
+        if existing is None:
+            upper_index[name.upper()] = name
+            fields[name] = ([key], vtype)
+        else:
+            keys, old = fields[existing]
+            fields[existing] = (keys + [key], old if old == vtype else "VARIANT")
+    return fields
+
+
+def field_for(column: Column, fields) -> tuple[list[str], str]:
+    """The JSON keys matching `column` (case-insensitively) and their batch type."""
+    for name, field in fields.items():
+        if name.upper() == column.name.upper():
+            return field
+    return [], "VOID"
+
+
+
+def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True):
+    """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
+    a conversion failure when some column can fail. Values are extracted in one
+    projection and checked in the next, so each is computed once."""
+    values, errors = [], []
+    for i, column in enumerate(schema.columns):
+        ref = f"_c{i}"
+        keys, batch_type = field_for(column, fields)
+        if column.name.upper() == METADATA_COLUMN and not keys:
+            values.append(f"CAST(_meta AS {column.type}) AS {ref}" if column.type == "variant"
+                          else f"CAST(to_json(_meta) AS {column.type}) AS {ref}")
+        elif column.name.upper() == CONTENT_COLUMN and not schematization:
+            # A tombstone kept by behavior.on.null.values=DEFAULT is an empty object.
+            values.append(f"CASE WHEN _tombstone THEN parse_json('{{}}') ELSE v END AS {ref}")
+        elif keys:
+            values.append(f"{extract_sql(keys, column.type)} AS {ref}")
+            # Checked per row only when this batch holds values that may not convert.
+            if not conversion_is_safe(batch_type, column.type):
+                errors.append(conversion_error_sql(column.name, ref, keys, column.type))
+        else:
+            values.append(f"CAST(NULL AS {column.type}) AS {ref}")
+        if not column.nullable:
+            errors.append(f"CASE WHEN {ref} IS NULL THEN "
+                          f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
+    coords = [f"{c} AS _src_{c}" for c in _SOURCE]
+    shaped = table_rows.selectExpr(*coords, "_raw_key", "_raw_value", "v", *values)
+    if errors:
+        shaped = shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
+    return shaped
+
+
+
+def pipe_rows(schema: TableSchema, table_rows, pipe):
+    """Rows in the table's layout (as _c0, _c1, ...) computed by a user-defined pipe's
+    SELECT list (positional); a failed expression or a value that does not fit its
+    column is a row error (`_row_error`), never a silent NULL."""
+    computed, kept, casts, errors = [], [], [], []
+    for i, column in enumerate(schema.columns):
+        ref = f"_c{i}"
+        if i < len(pipe.columns):
+            expr = pipe.columns[i]
+            computed.append(f"({expr.value_sql}) AS _pv{i}")
+            kept.append(f"_pv{i}")
+            if expr.error_sql:
+                computed.append(f"({expr.error_sql}) AS _pe{i}")
+                kept.append(f"_pe{i}")
+                errors.append(f"_pe{i}")
+            casts.append(f"try_cast(_pv{i} AS {column.type}) AS {ref}")
+            errors.append(
+                f"CASE WHEN _pv{i} IS NOT NULL AND {ref} IS NULL THEN concat("
+                f"{sql_string(f'pipe {pipe.name}: value ')}, left(CAST(_pv{i} AS STRING), 200), "
+                f"{sql_string(f' does not fit column {column.name} of type {column.type}')}) END")
+        else:  # columns added after the pipe was created
+            casts.append(f"CAST(NULL AS {column.type}) AS {ref}")
+        if not column.nullable:
+            errors.append(f"CASE WHEN {ref} IS NULL THEN "
+                          f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
+    source = _SOURCE
+    passed = [f"_src_{c}" for c in source] + ["_raw_key", "_raw_value"]
+    shaped = (table_rows.selectExpr(*[f"{c} AS _src_{c}" for c in source], "_raw_key",
+                                    "_raw_value", *computed)
+              .selectExpr(*passed, *kept, *casts))
+    return shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
