@@ -11,12 +11,9 @@ in its state directory, which is how `start`, `stop` and `running_bootstrap` fin
 from __future__ import annotations
 
 import base64
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -27,11 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
+from floeline.devprocess import (
+    HOST, command_line, last_lines, log_tail, port_accepts, port_free, recorded_pid, start_lock,
+    stop_process)
 from floeline.errors import FloelineError, ServiceUnavailable
 
 KAFKA_VERSION = "4.1.2"
 DEFAULT_PORT = 19092
-HOST = "127.0.0.1"
 
 _INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
                  "`apt-get install openjdk-17-jdk-headless maven`")
@@ -97,7 +96,7 @@ def fetch_broker_jars() -> Path:
                "-DincludeScope=runtime", f"-DoutputDirectory={staged}"]
         done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode != 0 or not any(staged.glob("kafka_2.13-*.jar")):
-            output = _last_lines(done.stdout + done.stderr, 30)
+            output = last_lines(done.stdout + done.stderr, 30)
             raise ServiceUnavailable(
                 f"Maven could not fetch the Kafka {KAFKA_VERSION} broker jars "
                 f"(`{' '.join(cmd)}` exited {done.returncode}); check network access to "
@@ -138,8 +137,8 @@ def start(state_dir: Path | str | None = None, port: int | None = None,
     listens on another port than the one asked for."""
     state = _state_dir(state_dir)
     state.mkdir(parents=True, exist_ok=True)
-    with _start_lock(state):
-        pid = _recorded_pid(state)
+    with start_lock(state):
+        pid = recorded_pid(state / "broker.pid")
         if pid is not None and _is_our_broker(pid, state):
             bootstrap = (state / "bootstrap").read_text().strip()
             _wait_until_serving(bootstrap, lambda: _is_our_broker(pid, state), state, timeout_s)
@@ -151,34 +150,25 @@ def stop(state_dir: Path | str | None = None, timeout_s: float = 30) -> bool:
     """Stop the broker recorded in the state dir: SIGTERM for a clean shutdown, SIGKILL
     if it has not exited after `timeout_s`. Returns False if none was running."""
     state = _state_dir(state_dir)
-    pid = _recorded_pid(state)
-    if pid is None or not _is_our_broker(pid, state):
-        (state / "broker.pid").unlink(missing_ok=True)
-        return False
-    _signal(pid, signal.SIGTERM)
-    if not _wait_for_exit(pid, state, timeout_s):
-        _signal(pid, signal.SIGKILL)
-        _wait_for_exit(pid, state, 10)
-    (state / "broker.pid").unlink(missing_ok=True)
-    return True
+    return stop_process(state / "broker.pid", lambda pid: _is_our_broker(pid, state), timeout_s)
 
 
 def running_bootstrap(state_dir: Path | str | None = None) -> str | None:
     """The bootstrap of the state dir's broker if it is alive and its port accepts
     connections, else None. Cheap: no Kafka request is made."""
     state = _state_dir(state_dir)
-    pid = _recorded_pid(state)
+    pid = recorded_pid(state / "broker.pid")
     if pid is None or not _is_our_broker(pid, state):
         return None
     try:
         bootstrap = (state / "bootstrap").read_text().strip()
     except FileNotFoundError:
         return None
-    return bootstrap if _port_accepts(int(bootstrap.rsplit(":", 1)[1])) else None
+    return bootstrap if port_accepts(int(bootstrap.rsplit(":", 1)[1])) else None
 
 
 def _launch(state: Path, port: int, timeout_s: float) -> str:
-    if _port_accepts(port) or not _port_free(port):
+    if port_accepts(port) or not port_free(port):
         raise ServiceUnavailable(
             f"port {port} on {HOST} is already in use by another program (not the floeline "
             f"broker of {state}); stop that program or pick another port with "
@@ -225,7 +215,7 @@ def _format_storage(java: list[str], props: Path) -> None:
     if done.returncode != 0:
         raise ServiceUnavailable(
             f"formatting the Kafka storage failed (exit {done.returncode}) with "
-            f"`{' '.join(cmd)}`:\n{_last_lines(done.stdout + done.stderr, 30)}")
+            f"`{' '.join(cmd)}`:\n{last_lines(done.stdout + done.stderr, 30)}")
 
 
 def _new_cluster_id() -> str:
@@ -272,7 +262,7 @@ def _server_properties(state: Path, port: int, controller_port: int) -> str:
 
 def _pick_controller_port(port: int) -> int:
     """port+1 if free, else any free port; the chosen one is recorded in server.properties."""
-    if port + 1 < 65536 and _port_free(port + 1):
+    if port + 1 < 65536 and port_free(port + 1):
         return port + 1
     with socket.socket() as s:
         s.bind((HOST, 0))
@@ -294,7 +284,7 @@ def _wait_until_serving(bootstrap: str, alive: Callable[[], bool], state: Path,
         if not alive():
             raise ServiceUnavailable(f"the Kafka broker at {bootstrap} exited during start; "
                                      f"last lines of {state / 'broker.log'}:\n{_log_tail(state)}")
-        if _port_accepts(port):
+        if port_accepts(port):
             # log_level 0: librdkafka would otherwise print connection errors while we poll
             admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
             try:
@@ -338,76 +328,12 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
 
 # ---------------------------------------------------------------- processes
 
-def _recorded_pid(state: Path) -> int | None:
-    try:
-        return int((state / "broker.pid").read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
 def _is_our_broker(pid: int, state: Path) -> bool:
     """True if `pid` is alive and is the Kafka broker of this state dir. Checking the
     command line guards against the pid having been reused by another process."""
-    if Path("/proc/self").exists():
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return False
-    else:  # no /proc (macOS): ask ps
-        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
-        cmdline = done.stdout
+    cmdline = command_line(pid) or ""
     return "kafka.Kafka" in cmdline and str(state / "server.properties") in cmdline
 
 
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
-def _wait_for_exit(pid: int, state: Path, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)  # reap it if this process started it
-        if not _is_our_broker(pid, state):  # a zombie has an empty cmdline: gone
-            return True
-        time.sleep(0.1)
-    return False
-
-
-@contextlib.contextmanager
-def _start_lock(state: Path):
-    """Serialise start() across processes (e.g. parallel test workers) per state dir."""
-    with open(state / "start.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-# ---------------------------------------------------------------- ports and logs
-
-def _port_accepts(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex((HOST, port)) == 0
-
-
-def _port_free(port: int) -> bool:
-    """Bindable the way the JVM binds (SO_REUSEADDR, so TIME_WAIT does not count)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-        return True
-
-
-def _log_tail(state: Path, n: int = 30) -> str:
-    try:
-        return _last_lines((state / "broker.log").read_text(errors="replace"), n)
-    except FileNotFoundError:
-        return "(no broker.log)"
-
-
-def _last_lines(text: str, n: int) -> str:
-    return "\n".join(text.rstrip().splitlines()[-n:])
+def _log_tail(state: Path) -> str:
+    return log_tail(state / "broker.log")

@@ -15,12 +15,8 @@ directory, which is how `start`, `stop` and `running_url` find it.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -31,6 +27,8 @@ import urllib.request
 from pathlib import Path
 
 from floeline.devkafka import cache_dir
+from floeline.devprocess import (
+    HOST, command_line, last_lines, log_tail, port_free, recorded_pid, start_lock, stop_process)
 from floeline.errors import ServiceUnavailable
 
 APICURIO_VERSION = "2.6.13.Final"
@@ -38,7 +36,6 @@ ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
 RUNNER_JAR = f"apicurio-registry-app-{APICURIO_VERSION}-runner.jar"
 CCOMPAT_PATH = "/apis/ccompat/v7"
 DEFAULT_PORT = 18081
-HOST = "127.0.0.1"
 
 _INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
                  "`apt-get install openjdk-17-jdk-headless maven`")
@@ -77,7 +74,7 @@ def fetch_registry() -> Path:
             raise ServiceUnavailable(
                 f"Maven could not fetch {ARTIFACT} (`{' '.join(cmd)}` exited "
                 f"{done.returncode}); check access to Maven's repository. Maven said:\n"
-                f"{_last_lines(done.stdout + done.stderr, 30)}")
+                f"{last_lines(done.stdout + done.stderr, 30)}")
         staged = Path(tmp) / "dist"
         with tarfile.open(archives[0]) as archive:
             archive.extractall(staged, filter="data")
@@ -102,8 +99,8 @@ def start(state_dir: Path | str | None = None, port: int | None = None,
     answers GET /subjects. Idempotent, like devkafka.start."""
     state = _state_dir(state_dir)
     state.mkdir(parents=True, exist_ok=True)
-    with _start_lock(state):
-        pid = _recorded_pid(state)
+    with start_lock(state):
+        pid = recorded_pid(state / "registry.pid")
         if pid is not None and _is_our_registry(pid, state):
             url = (state / "url").read_text().strip()
             _wait_until_serving(url, lambda: _is_our_registry(pid, state), state, timeout_s)
@@ -114,22 +111,14 @@ def start(state_dir: Path | str | None = None, port: int | None = None,
 def stop(state_dir: Path | str | None = None, timeout_s: float = 30) -> bool:
     """Stop the state dir's registry (SIGTERM, then SIGKILL). False if none ran."""
     state = _state_dir(state_dir)
-    pid = _recorded_pid(state)
-    if pid is None or not _is_our_registry(pid, state):
-        (state / "registry.pid").unlink(missing_ok=True)
-        return False
-    _signal(pid, signal.SIGTERM)
-    if not _wait_for_exit(pid, state, timeout_s):
-        _signal(pid, signal.SIGKILL)
-        _wait_for_exit(pid, state, 10)
-    (state / "registry.pid").unlink(missing_ok=True)
-    return True
+    return stop_process(state / "registry.pid", lambda pid: _is_our_registry(pid, state),
+                        timeout_s)
 
 
 def running_url(state_dir: Path | str | None = None) -> str | None:
     """The base URL of the state dir's registry if it is alive, else None."""
     state = _state_dir(state_dir)
-    pid = _recorded_pid(state)
+    pid = recorded_pid(state / "registry.pid")
     if pid is None or not _is_our_registry(pid, state):
         return None
     try:
@@ -139,7 +128,7 @@ def running_url(state_dir: Path | str | None = None) -> str | None:
 
 
 def _launch(state: Path, port: int, timeout_s: float) -> str:
-    if not _port_free(port):
+    if not port_free(port):
         raise ServiceUnavailable(f"port {port} on {HOST} is already in use; stop that program "
                                  f"or start the registry on another port")
     if shutil.which("java") is None:
@@ -187,63 +176,10 @@ def _wait_until_serving(url: str, alive, state: Path, timeout_s: float) -> None:
 
 # ---------------------------------------------------------------- processes
 
-def _recorded_pid(state: Path) -> int | None:
-    try:
-        return int((state / "registry.pid").read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
 def _is_our_registry(pid: int, state: Path) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        if Path("/proc/self").exists():
-            return False
-        done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
-        cmdline = done.stdout
+    cmdline = command_line(pid) or ""
     return RUNNER_JAR in cmdline and f"-Dfloeline.registry.state={state} " in cmdline + " "
 
 
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
-def _wait_for_exit(pid: int, state: Path, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        if not _is_our_registry(pid, state):
-            return True
-        time.sleep(0.1)
-    return False
-
-
-@contextlib.contextmanager
-def _start_lock(state: Path):
-    with open(state / "start.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-        return True
-
-
-def _log_tail(state: Path, n: int = 30) -> str:
-    try:
-        return _last_lines((state / "registry.log").read_text(errors="replace"), n)
-    except FileNotFoundError:
-        return "(no registry.log)"
-
-
-def _last_lines(text: str, n: int) -> str:
-    return "\n".join(text.rstrip().splitlines()[-n:])
+def _log_tail(state: Path) -> str:
+    return log_tail(state / "registry.log")

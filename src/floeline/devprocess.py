@@ -1,0 +1,103 @@
+"""The local JVM services floeline's dev tooling runs (Kafka broker, schema registry):
+the process bookkeeping they share. Each service keeps a state directory holding its
+pid file and log; a process counts as the service's only while its command line still
+says so (a pid can be reused), and start-up is serialised per state directory."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+HOST = "127.0.0.1"
+
+
+def command_line(pid: int) -> str | None:
+    """The command line of a live process, None when it is gone."""
+    if Path("/proc/self").exists():
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return None
+    done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
+    return done.stdout or None  # no /proc (macOS): ask ps
+
+
+def recorded_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def stop_process(pid_file: Path, is_ours: Callable[[int], bool], timeout_s: float) -> bool:
+    """SIGTERM for a clean shutdown, SIGKILL if it has not exited after `timeout_s`.
+    Returns False if the pid file names no live process of this service."""
+    pid = recorded_pid(pid_file)
+    if pid is None or not is_ours(pid):
+        pid_file.unlink(missing_ok=True)
+        return False
+    _signal(pid, signal.SIGTERM)
+    if not _wait_for_exit(pid, is_ours, timeout_s):
+        _signal(pid, signal.SIGKILL)
+        _wait_for_exit(pid, is_ours, 10)
+    pid_file.unlink(missing_ok=True)
+    return True
+
+
+def _signal(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _wait_for_exit(pid: int, is_ours: Callable[[int], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reap it if this process started it
+        if not is_ours(pid):  # a zombie has an empty cmdline: gone
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@contextlib.contextmanager
+def start_lock(state: Path):
+    """Serialise start() across processes (e.g. parallel test workers) per state dir."""
+    with open(state / "start.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def port_accepts(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def port_free(port: int) -> bool:
+    """Bindable the way the JVM binds (SO_REUSEADDR, so TIME_WAIT does not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def log_tail(log: Path, n: int = 30) -> str:
+    try:
+        return last_lines(log.read_text(errors="replace"), n)
+    except FileNotFoundError:
+        return f"(no {log.name})"
+
+
+def last_lines(text: str, n: int) -> str:
+    return "\n".join(text.rstrip().splitlines()[-n:])
