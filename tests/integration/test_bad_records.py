@@ -7,13 +7,13 @@ records skipped by a rule. Nothing may disappear."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
 from floeline import devkafka
 from floeline.errors import RecordError
 from floeline.sources.kafka import produce
+from records_io import consume_all, headers_of
 
 pytestmark = pytest.mark.integration
 
@@ -57,36 +57,6 @@ JSON_CORPUS = [
     ("tombstone with behavior.on.null.values=DEFAULT", None, "lands",
      lambda r: r["ID"] is None),
 ]
-
-
-def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 30.0):
-    """Every record of `topic` (waits until `expected` have arrived)."""
-    import time
-
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    records, deadline = [], time.time() + timeout_s
-    try:
-        while len(records) < expected and time.time() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                records.append(msg)
-        # Anything beyond `expected` would be a duplicate: look a little longer.
-        end = time.time() + 2
-        while time.time() < end:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                records.append(msg)
-    finally:
-        consumer.close()
-    return records
-
-
-def headers_of(msg) -> dict[str, str]:
-    return {k: (v.decode() if v is not None else None) for k, v in (msg.headers() or [])}
 
 
 def produce_seed_and_corpus(kafka, topic):

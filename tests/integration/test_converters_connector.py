@@ -9,19 +9,10 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import importlib.resources
-import io
 import json
 import os
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
-import uuid
 from decimal import Decimal
 
-import fastavro
 import pytest
 
 from floeline import devkafka
@@ -29,109 +20,19 @@ from floeline.errors import RecordError
 from floeline.records.converters import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, PROTOBUF_CONVERTER, STRING_CONVERTER)
 from floeline.sources.kafka import produce
+from records_io import (
+    ORDER_PROTO, ORDER_V1, ORDER_V2, avro, consume_all, headers_of, proto_class, register, wire)
 
 pytestmark = pytest.mark.integration
 
 T = "org.apache.kafka.connect.transforms."
 
-ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
-    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
-    {"name": "tags", "type": {"type": "map", "values": "int"}},
-    {"name": "note", "type": ["null", "string"], "default": None},
-]}
-ORDER_V2 = {**ORDER_V1, "fields": ORDER_V1["fields"] + [
-    {"name": "channel", "type": "string", "default": "web"}]}
 ORDER_KEY = {"type": "record", "name": "OrderKey", "namespace": "shop",
              "fields": [{"name": "id", "type": "long"}]}
 
-ORDER_PROTO = """syntax = "proto3";
-package shop;
-import "google/protobuf/timestamp.proto";
-
-message Order {
-  int64 id = 1;
-  string name = 2;
-  repeated double amounts = 3;
-  enum Color { RED = 0; BLUE = 1; }
-  Color color = 4;
-  map<string, int32> counts = 5;
-  google.protobuf.Timestamp at = 6;
-}
-"""
 
 
 # ---- helpers ------------------------------------------------------------------------
-
-def register(registry: str, subject: str, schema: str, schema_type: str | None = None) -> int:
-    body = {"schema": schema, **({"schemaType": schema_type} if schema_type else {})}
-    request = urllib.request.Request(
-        f"{registry}/subjects/{subject}/versions", data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        return json.loads(reply.read())["id"]
-
-
-def wire(schema_id: int, payload: bytes) -> bytes:
-    """The Confluent wire format: magic byte 0, the schema id (4 bytes), the payload."""
-    return b"\0" + schema_id.to_bytes(4, "big") + payload
-
-
-def avro(schema, record) -> bytes:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
-    return out.getvalue()
-
-
-def proto_class(text: str, name: str):
-    """The producer's message class, compiled with protoc on its own."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-    import grpc_tools
-
-    with tempfile.TemporaryDirectory() as tmp:
-        with open(os.path.join(tmp, "order.proto"), "w") as f:
-            f.write(text)
-        out = os.path.join(tmp, "order.desc")
-        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}",
-                        f"-I{importlib.resources.files(grpc_tools) / '_proto'}",
-                        "--include_imports", f"--descriptor_set_out={out}", "order.proto"],
-                       check=True)
-        with open(out, "rb") as f:
-            fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
-    pool = descriptor_pool.DescriptorPool()
-    for file_proto in fds.file:
-        pool.Add(file_proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
-
-
-def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 30.0):
-    """Every record of `topic` (waits for `expected`, then a little longer for extras)."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    records, deadline = [], time.time() + timeout_s
-    try:
-        while len(records) < expected and time.time() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                records.append(msg)
-        end = time.time() + 1.5
-        while time.time() < end:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                records.append(msg)
-    finally:
-        consumer.close()
-    return sorted(records, key=lambda m: m.offset())
-
-
-def headers_of(msg) -> dict[str, str]:
-    return {k: (v.decode() if v is not None else None) for k, v in (msg.headers() or [])}
-
 
 def meta(row) -> dict:
     return json.loads(row["RECORD_METADATA"].toJson())

@@ -5,72 +5,17 @@ source and passed through decode_frame."""
 from __future__ import annotations
 
 import datetime as dt
-import importlib.resources
-import io
 import json
-import os
-import subprocess
-import sys
-import tempfile
-import urllib.request
 from decimal import Decimal
 
-import fastavro
 import pytest
 
 from floeline.records.converters import AVRO_CONVERTER, PROTOBUF_CONVERTER, STRING_CONVERTER
 from floeline.records.decode import decode_frame
 from floeline.sources.kafka import produce
+from records_io import ORDER_PROTO, ORDER_V1, ORDER_V2, avro, proto_class, register, wire
 
 pytestmark = pytest.mark.integration
-
-ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
-    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
-    {"name": "tags", "type": {"type": "map", "values": "int"}},
-    {"name": "note", "type": ["null", "string"], "default": None},
-]}
-ORDER_V2 = {**ORDER_V1, "fields": ORDER_V1["fields"] + [
-    {"name": "channel", "type": "string", "default": "web"}]}
-
-ORDER_PROTO = """syntax = "proto3";
-package shop;
-import "google/protobuf/timestamp.proto";
-
-message Order {
-  int64 id = 1;
-  string name = 2;
-  repeated double amounts = 3;
-  enum Color { RED = 0; BLUE = 1; }
-  Color color = 4;
-  map<string, int32> counts = 5;
-  google.protobuf.Timestamp at = 6;
-}
-"""
-
-
-def register(registry: str, subject: str, schema: str, schema_type: str | None = None) -> int:
-    body = {"schema": schema}
-    if schema_type:
-        body["schemaType"] = schema_type
-    request = urllib.request.Request(
-        f"{registry}/subjects/{subject}/versions", data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        return json.loads(reply.read())["id"]
-
-
-def wire(schema_id: int, payload: bytes) -> bytes:
-    return b"\0" + schema_id.to_bytes(4, "big") + payload
-
-
-def avro(schema, record) -> bytes:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
-    return out.getvalue()
-
 
 def read_decoded(spark, kafka, topic, settings):
     from floeline.config import config_from_dict
@@ -127,31 +72,10 @@ def test_avro_records_decode_with_errors_flagged(kafka, spark, schema_registry, 
     assert rows[4]["_key_text"] == "gone" and rows[4]["_skip"] is False
 
 
-def _proto_class(text: str, name: str):
-    """The producer's message class, compiled with protoc on its own."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-    import grpc_tools
-
-    with tempfile.TemporaryDirectory() as tmp:
-        with open(os.path.join(tmp, "order.proto"), "w") as f:
-            f.write(text)
-        out = os.path.join(tmp, "order.desc")
-        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}",
-                        f"-I{importlib.resources.files(grpc_tools) / '_proto'}",
-                        "--include_imports", f"--descriptor_set_out={out}", "order.proto"],
-                       check=True)
-        with open(out, "rb") as f:
-            fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
-    pool = descriptor_pool.DescriptorPool()
-    for file_proto in fds.file:
-        pool.Add(file_proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
-
-
 def test_protobuf_records_decode(kafka, spark, schema_registry, topic_name):
     topic = topic_name("proto")
     schema_id = register(schema_registry, f"{topic}-value", ORDER_PROTO, "PROTOBUF")
-    Order = _proto_class(ORDER_PROTO, "shop.Order")
+    Order = proto_class(ORDER_PROTO, "shop.Order")
     msg = Order(id=7, name="seven", amounts=[1.25, 2.5], color=1, counts={"a": 2})
     msg.at.FromDatetime(dt.datetime(2024, 1, 2, 3, 4, 5))
     produce(kafka, topic, [
