@@ -245,7 +245,7 @@ class Connector:
         if not end or start is None or any(tp not in start for tp in end):
             return None
         channels = {tp: (start[tp], e) for tp, e in end.items() if e > start[tp]}
-        refs = {self.table_ref(t).full_name: self.table_ref(t) for t, _p in channels}
+        refs = {ref.full_name: ref for ref in map(self.table_ref, {t for t, _p in channels})}
         if len(refs) != 1:
             return None
         state = self._state(next(iter(refs.values())))
