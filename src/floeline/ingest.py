@@ -46,7 +46,7 @@ from floeline.records.metadata import metadata_sql
 from floeline.records.transforms import routed_topic
 from floeline.records.support import check_supported
 from floeline.sources.kafka import (
-    KafkaCluster, average_record_bytes, group_id, starting_offsets_json)
+    SPARK_SOURCE_OPTIONS, KafkaCluster, average_record_bytes, group_id, starting_offsets_json)
 from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.pipes import pipe_for_table
@@ -167,6 +167,7 @@ class Connector:
         reader = (self.spark.readStream.format("kafka")
                   .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
                   .option("includeHeaders", "true")
+                  .options(**SPARK_SOURCE_OPTIONS)
                   .option("maxOffsetsPerTrigger",
                           str(self.records_per_partition() * max(1, partition_count))))
         if cfg.topics_regex:
@@ -193,8 +194,9 @@ class Connector:
         query = writer.start()
         restore = _install_stop_signals(self._stop)
         try:
+            # A short wait: --until-caught-up returns as soon as the last batch is done.
             while query.isActive and not self._stop.is_set():
-                query.awaitTermination(0.5)
+                query.awaitTermination(0.1)
         except Exception as exc:
             if self.failure is None:  # the query failed outside a batch (source, planning)
                 raise FloelineError(f"connector {self.config.name} stopped: "

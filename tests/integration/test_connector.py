@@ -107,7 +107,8 @@ def test_evolution_off_ignores_unmatched_keys(kafka, topic_name, make_config, ru
     assert df.columns == ["A"] and [r["A"] for r in df.collect()] == [1]
 
 
-def test_special_character_columns(kafka, topic_name, make_config, run_connector, read_table):
+def test_special_character_columns(kafka, topic_name, make_config, run_connector, read_table,
+                                   spark, warehouse):
     topic = topic_name("person")
     devkafka.create_topic(kafka, topic)
     produce(kafka, topic, [{"city": "New York", "age": 30, "married": True, "has cat": True,
@@ -120,6 +121,33 @@ def test_special_character_columns(kafka, topic_name, make_config, run_connector
     row = df.first()
     assert row["has cat"] is True and row[" @&$#* has Łułósżź"] is True
     assert json.loads(row["SKILLS"].toJson()) == ["sitting", "standing"]
+    assert _column_mapping(spark, warehouse, topic.upper()) == "name"
+
+
+def _column_mapping(spark, warehouse, table):
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, f"{warehouse}/FLOELINE/PUBLIC/{table}").detail().first()
+    return (detail["properties"] or {}).get("delta.columnMapping.mode", "none")
+
+
+def test_column_mapping_turned_on_when_a_new_column_needs_it(kafka, topic_name, make_config,
+                                                             run_connector, read_table, spark,
+                                                             warehouse):
+    # Plain names need no column mapping (it slows writes); a key with a space added by
+    # evolution turns it on in place, and the rows written before stay readable.
+    topic = topic_name("mapping")
+    devkafka.create_topic(kafka, topic)
+    config = make_config(topics=topic)
+    produce(kafka, topic, [{"city": "Oslo", "Łułósżź": 1, "a.b": 2}])
+    run_connector(config)
+    assert _column_mapping(spark, warehouse, topic.upper()) == "none"
+    produce(kafka, topic, [{"city": "Bergen", "has cat": True}])
+    run_connector(config)
+    assert _column_mapping(spark, warehouse, topic.upper()) == "name"
+    rows = sorted((r["CITY"], r["Łułósżź"], r["a.b"], r["has cat"])
+                  for r in read_table(topic.upper()).collect())
+    assert rows == [("Bergen", None, None, True), ("Oslo", 1, 2, None)]
 
 
 def test_regex_map_routes_several_topics_into_one_table(kafka, topic_name, make_config,

