@@ -23,6 +23,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from floeline.jvm import known_keys_function
 from floeline.naming import column_name_for_key
 from floeline.records.content import quote_column, sql_string
 from floeline.warehouse.tables import METADATA_COLUMN, TableSchema
@@ -40,7 +41,8 @@ class TypedPlan:
     """How to write a batch in one pass: the from_json schema and the select list."""
     json_schema: str  # DDL for from_json, with the corrupt-record field last
     columns: list[str]  # select expressions over `j` (parsed) and `_meta`, one per table column
-    check: str  # SQL over `value`, `j`, `_keys`: TRUE when the record needs the general path
+    check: str  # SQL over `value` and `j`: TRUE when the record needs the general path
+    known_keys: frozenset[str]  # for the check function, registered before the write (jvm.py)
 
 
 def typed_plan(schema: TableSchema, known_keys: frozenset[str]) -> TypedPlan | None:
@@ -68,34 +70,26 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str]) -> TypedPlan | N
             if not column.nullable:
                 not_null.append(f"{values[-1]} IS NULL")
     fields.append(f"{CORRUPT_FIELD} STRING")
-    known = "array(" + ", ".join(sql_string(k) for k in sorted(known_keys)) + ")"
-    present = " + ".join(f"CASE WHEN {v} IS NULL THEN 0 ELSE 1 END"
-                         for v in values if v.startswith("j.")) or "0"
     unusual = " OR ".join([
         "value IS NULL",
-        "NOT is_valid_utf8(CAST(value AS STRING))",
         f"j.{CORRUPT_FIELD} IS NOT NULL",
-        # Every key known; NULL (not an object) counts as unusual too. `_keys` is
-        # json_object_keys(value), computed once in the projection before. Cheap test
-        # first: as many keys as known fields with a value means no key is unknown (each
-        # such field has its own key); only records with JSON nulls (or keys with no
-        # column) need the per-key search, which costs a quarter of the batch's time.
-        f"NOT coalesce(size(_keys) = {present} "
-        f"OR forall(_keys, k -> array_contains({known}, k)), false)",
+        # Valid UTF-8 and an object whose top-level keys are all known (jvm.py):
+        # from_json would silently skip an unknown key and replace invalid bytes.
+        f"NOT {known_keys_function(known_keys)}(value)",
     ] + not_null)
     # The check sits inside the first written column: Spark prunes an unused column,
     # assert_true included, so a separate check column would never run.
     values[0] = f"CASE WHEN {unusual} THEN raise_error({sql_string(FAILURE_MARK)}) ELSE {values[0]} END"
     columns = [f"{v} AS {quote_column(c.name)}" for v, c in zip(values, schema.columns)]
-    return TypedPlan(", ".join(fields), columns, unusual)
+    return TypedPlan(", ".join(fields), columns, unusual, known_keys)
 
 
 def from_json_sql(json_schema: str) -> str:
-    """from_json over the Kafka value, as strict as parse_json is: NaN/Infinity and
-    other non-standard JSON make the record unusual instead of a number."""
+    """from_json over the Kafka value, as strict as parse_json is: NaN/Infinity,
+    single-quoted strings and other non-standard JSON make the record unusual."""
     return (f"from_json(CAST(value AS STRING), {sql_string(json_schema)}, map("
             f"'mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', {sql_string(CORRUPT_FIELD)}, "
-            f"'allowNonNumericNumbers', 'false'))")
+            f"'allowNonNumericNumbers', 'false', 'allowSingleQuotes', 'false'))")
 
 
 def batch_offsets(checkpoint_dir: str, batch_id: int) -> dict[tuple[str, int], int] | None:

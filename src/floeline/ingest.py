@@ -31,7 +31,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from floeline import fastpath
+from floeline import fastpath, jvm
 from floeline.config import ConnectorConfig
 from floeline.errors import FloelineError, RecordError, ServiceUnavailable, TableError
 from floeline.naming import table_for_topic
@@ -267,10 +267,11 @@ class Connector:
             return None
         report = BatchReport(batch_id)
         observed = Observation(f"floeline-{cfg.name}-{batch_id}")
+        # The batch's session is the stream's own (a clone): the check is registered there.
+        jvm.ensure_known_keys(df.sparkSession, plan.known_keys)
         frame = df.selectExpr(
             "value", "timestamp",
             f"{fastpath.from_json_sql(plan.json_schema)} AS j",
-            "json_object_keys(CAST(value AS STRING)) AS _keys",
             f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta",
         ).observe(observed, F.count(F.lit(1)).alias("records"),
                   F.min(F.unix_millis("timestamp")).alias("ts_min"),

@@ -9,6 +9,7 @@ first use; `floeline setup` pre-fetches them). Two wrinkles, both measured here:
   spark.jars.packages) and the 4.0.0 jar (Kafka auth-config helpers, API-stable since
   3.x) is fetched once with Maven and added through spark.jars.
 - Delta's log4j dependencies are excluded: PySpark ships its own log4j.
+spark.jars also carries floeline's own compiled Spark function (jvm.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from floeline import jvm
 from floeline.errors import ServiceUnavailable
 
 SPARK_VERSION = "4.2.0"
@@ -65,7 +67,7 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         "spark.app.name": "floeline",
         "spark.jars.packages": ",".join(PACKAGES),
         "spark.jars.excludes": ",".join(EXCLUDES),
-        "spark.jars": str(token_provider_jar()),
+        "spark.jars": f"{token_provider_jar()},{jvm.jar_path()}",
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.catalogImplementation": "in-memory",

@@ -196,7 +196,7 @@ def test_one_pass_batches_fall_back_for_new_keys_and_bad_records(kafka, topic_na
     first = Connector(config, spark)
     first.run(until_caught_up=True)
     assert any("one pass" in r.phases for r in first.reports), [r.phases for r in first.reports]
-    # Explicit JSON nulls for known keys still take one pass (the per-key search).
+    # Explicit JSON nulls for known keys still take one pass (the key check reads keys only).
     produce(kafka, topic, [{"id": 500 + i, "name": None, "score": 1.5, "ok": None} for i in range(60)])
     nulls = Connector(config, spark)
     nulls.run(until_caught_up=True)

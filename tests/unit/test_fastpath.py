@@ -1,6 +1,6 @@
 """When a micro-batch may take one pass, and what that pass checks (no Spark)."""
 
-from floeline import fastpath
+from floeline import fastpath, jvm
 from floeline.warehouse.tables import Column, TableSchema
 
 ORDERS = TableSchema((Column("RECORD_METADATA", "variant"), Column("ORDER_ID", "decimal(38,0)"),
@@ -17,10 +17,22 @@ def test_plan_parses_known_keys_into_column_types():
     # The record check rides in the first written column, so Spark cannot prune it.
     assert plan.columns[0].startswith("CASE WHEN value IS NULL") and "raise_error" in plan.columns[0]
     assert plan.columns[0].endswith("ELSE CAST(_meta AS variant) END AS `RECORD_METADATA`")
-    assert "is_valid_utf8" in plan.check and "'order_id'" in plan.check
-    # Unknown keys: the cheap key count first, the per-key search only when it differs.
-    assert "size(_keys) = CASE WHEN j.`order_id` IS NULL THEN 0 ELSE 1 END + " in plan.check
-    assert "OR forall(_keys, k -> array_contains(" in plan.check
+    # UTF-8 and unknown keys: the JVM check made for exactly this key set.
+    check = jvm.known_keys_function(frozenset({"order_id", "name", "paid", "tags"}))
+    assert f"NOT {check}(value)" in plan.check and f"{fastpath.CORRUPT_FIELD} IS NOT NULL" in plan.check
+    assert plan.known_keys == frozenset({"order_id", "name", "paid", "tags"})
+
+
+def test_each_key_set_has_its_own_check_function():
+    one, other = frozenset({"a", "b"}), frozenset({"a", "b", "c"})
+    assert jvm.known_keys_function(one) == jvm.known_keys_function(frozenset({"b", "a"}))
+    assert jvm.known_keys_function(one) != jvm.known_keys_function(other)
+    assert jvm.known_keys_function(one).isidentifier()
+
+
+def test_from_json_is_as_strict_as_parse_json():
+    sql = fastpath.from_json_sql("a BIGINT")
+    assert "'allowNonNumericNumbers', 'false'" in sql and "'allowSingleQuotes', 'false'" in sql
 
 
 def test_keys_missing_from_a_nullable_column_are_null():
