@@ -10,7 +10,7 @@ STAMP := $(VENV)/.floeline-setup
 setup: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
-	@command -v java >/dev/null || { echo "floeline needs Java 17 (a JDK): apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
+	@command -v java >/dev/null && command -v javac >/dev/null || { echo "floeline needs Java 17 (a JDK with javac): apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
 	@command -v mvn >/dev/null || { echo "floeline's set-up fetches the Kafka broker with Maven: apt-get install maven" >&2; exit 1; }
 	@command -v $(PYTHON) >/dev/null || { echo "floeline needs Python 3.11 ($(PYTHON) not found)" >&2; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -10,8 +10,10 @@ from_json and written in one job; measured at 0.86x of the same hand-written job
 
 The single pass stays exactly-once and loses nothing because every record is checked
 inside the write: a record with an unknown key, a value that does not fit its column,
-invalid JSON, a tombstone or a null for a NOT NULL column fails the write (Spark's
-assert_true) before Delta commits anything. The connector then runs the batch again
+invalid JSON or UTF-8, a tombstone or a null for a NOT NULL column fails the write
+(raise_error) before Delta commits anything. Keys and UTF-8 are checked by a JVM
+function made for the table's key set (jvm.py): one scan of the bytes, where Spark
+SQL needed a second JSON parse (measured: 1.99 s -> 1.53 s on a 340k-record batch). The connector then runs the batch again
 on the general path, which handles (or reports) whatever the record holds.
 
 The batch's offsets come from Spark's own checkpoint (offsets/<batch id> holds where
