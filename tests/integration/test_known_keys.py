@@ -50,3 +50,13 @@ def test_known_keys_check(spark, check, value, expected):
 
 def test_null_value_is_not_plain(spark, check):
     assert spark.sql(f"SELECT {check}(CAST(NULL AS BINARY)) AS ok").first()["ok"] is False
+
+
+def test_jar_is_built_once_per_source(tmp_path, monkeypatch):
+    import zipfile
+
+    monkeypatch.setenv("FLOELINE_CACHE", str(tmp_path))
+    jar = jvm.jar_path()
+    assert jar.parent == tmp_path / "spark-jars" and "floeline/KnownKeys.class" in zipfile.ZipFile(jar).namelist()
+    built = jar.stat().st_mtime_ns
+    assert jvm.jar_path() == jar and jar.stat().st_mtime_ns == built  # cached, not rebuilt
