@@ -15,6 +15,7 @@ spark.jars also carries floeline's own compiled Spark function (jvm.py).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import shutil
@@ -23,6 +24,8 @@ from pathlib import Path
 
 from floeline import jvm
 from floeline.errors import ServiceUnavailable
+
+log = logging.getLogger("floeline")
 
 SPARK_VERSION = "4.2.0"
 DELTA_VERSION = "4.4.0"
@@ -58,6 +61,16 @@ def token_provider_jar() -> Path:
     return jar
 
 
+def _floeline_jar() -> list[str]:
+    """floeline's JVM function (jvm.py), or nothing when it cannot be built: Spark then
+    runs every micro-batch on the general path."""
+    try:
+        return [str(jvm.jar_path())]
+    except ServiceUnavailable as exc:
+        log.warning("%s\nWithout it every micro-batch takes the general path (slower).", exc)
+        return []
+
+
 def spark_conf(master: str = "local[2]") -> dict[str, str]:
     """Settings for a small local machine: 2 shuffle partitions, no UI, no Hive
     metastore (the in-memory catalog lets a second process read the warehouse while
@@ -67,7 +80,7 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         "spark.app.name": "floeline",
         "spark.jars.packages": ",".join(PACKAGES),
         "spark.jars.excludes": ",".join(EXCLUDES),
-        "spark.jars": f"{token_provider_jar()},{jvm.jar_path()}",
+        "spark.jars": ",".join([str(token_provider_jar())] + _floeline_jar()),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.catalogImplementation": "in-memory",

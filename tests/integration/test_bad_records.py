@@ -215,3 +215,22 @@ def test_one_pass_batches_fall_back_for_new_keys_and_bad_records(kafka, topic_na
     assert df.where("ID = 530").first()["NAME"] is None
     offsets = [json.loads(r["RECORD_METADATA"].toJson())["offset"] for r in df.collect()]
     assert len(offsets) == len(set(offsets))
+
+
+def test_without_the_jvm_check_every_batch_takes_the_general_path(kafka, topic_name, make_config,
+                                                                   read_table, spark, monkeypatch):
+    """A session without floeline's jar (no javac at set-up) still ingests everything."""
+    from floeline import jvm
+    from floeline.ingest import Connector
+
+    def no_jar(_spark, _keys):
+        raise TypeError("'JavaPackage' object is not callable")
+
+    monkeypatch.setattr(jvm, "ensure_known_keys", no_jar)
+    topic = topic_name("nojar")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"id": i, "name": f"n{i}"} for i in range(120)])
+    connector = Connector(make_config(topics=topic, buffer__count__records="40"), spark)
+    connector.run(until_caught_up=True)
+    assert sorted(int(r["ID"]) for r in read_table(topic.upper()).collect()) == list(range(120))
+    assert not any("one pass" in r.phases for r in connector.reports)

@@ -21,7 +21,12 @@ CASES = [
     (b'{"a": 1, "x": 2}', False),  # an unknown key
     (b'{"a" : 1, "zzz" : 2}', False),
     (b'{"A": 1}', False),  # keys are exact; case-folding is the general path's job
-    (b'{"a\\u0062": 1}', False),  # an escaped key
+    (b'{"\\u0061": 1}', True),  # an escaped key is decoded: "a"
+    (b'{"\\u0141u\\u0142\\u00f3s\\u017c\\u017a": 1}', True),  # json.dumps' "Łułósżź"
+    (b'{"has\\u0020cat": 1, "\\"a": 2}', False),  # "has cat" is known, '"a' is not
+    (b'{"a\\u0062": 1}', False),  # "ab"
+    (b'{"a\\u00": 1}', False),  # a malformed escape
+    (b'{"\\u+061": 1}', False),
     (b"{'a': 1}", False),
     (b'{"a": "\xff"}', False),  # invalid UTF-8
     (b'[{"a": 1}]', False),
@@ -46,6 +51,16 @@ def test_known_keys_check(spark, check, value, expected):
     row = spark.createDataFrame([(bytearray(value),)], "value binary").selectExpr(
         f"{check}(value) AS ok").first()
     assert row["ok"] is expected
+
+
+def test_python_json_dumps_escapes_are_read_as_keys(spark, check):
+    import json
+
+    value = json.dumps({"Łułósżź": 1, "has cat": True, "a": "ß"}).encode()  # ensure_ascii
+    assert b"\\u0141" in value
+    row = spark.createDataFrame([(bytearray(value),)], "value binary").selectExpr(
+        f"{check}(value) AS ok").first()
+    assert row["ok"] is True
 
 
 def test_null_value_is_not_plain(spark, check):

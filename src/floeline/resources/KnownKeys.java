@@ -2,6 +2,8 @@ package floeline;
 
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.HashSet;
+import java.util.Set;
 import org.apache.spark.sql.api.java.UDF1;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -12,18 +14,21 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * Why a JVM function: the same check in Spark SQL (is_valid_utf8, plus json_object_keys,
  * which parses the whole value a second time) cost a fifth of a micro-batch; this one
- * scans the bytes once and allocates nothing.
+ * scans the bytes once (a key with escapes, such as Python's json.dumps writes for
+ * non-ASCII keys, is decoded to compare it).
  *
  * It only has to find the top-level keys of valid JSON: from_json (strict options) flags
- * invalid JSON itself. Anything it does not follow (a key with an escape, a value that
- * is not an object) answers FALSE, which sends the batch to the general path: FALSE is
+ * invalid JSON itself. Anything it does not follow (a value that is not an object, a
+ * malformed escape) answers FALSE, which sends the batch to the general path: FALSE is
  * always safe, TRUE must be exact.
  */
 public final class KnownKeys implements UDF1<byte[], Boolean> {
     private final byte[][] keys;
+    private final Set<String> keyStrings;  // for keys written with escapes
 
     public KnownKeys(String[] known) {
         keys = new byte[known.length][];
+        keyStrings = new HashSet<>(Arrays.asList(known));
         for (int i = 0; i < known.length; i++) {
             keys[i] = known[i].getBytes(StandardCharsets.UTF_8);
         }
@@ -48,13 +53,15 @@ public final class KnownKeys implements UDF1<byte[], Boolean> {
                 return false;
             }
             int start = ++i;
+            boolean escaped = false;
             while (i < n && b[i] != '"') {
                 if (b[i] == '\\') {
-                    return false;  // an escaped key: compare it on the general path
+                    escaped = true;
+                    i++;
                 }
                 i++;
             }
-            if (i >= n || !isKnown(b, start, i)) {
+            if (i >= n || !(escaped ? isKnownEscaped(b, start, i) : isKnown(b, start, i))) {
                 return false;
             }
             i = skipSpace(b, i + 1);
@@ -86,6 +93,51 @@ public final class KnownKeys implements UDF1<byte[], Boolean> {
             }
         }
         return false;
+    }
+
+    /** Decode a key with JSON escapes as Jackson does, and look it up. */
+    private boolean isKnownEscaped(byte[] b, int from, int to) {
+        String raw = new String(b, from, to - from, StandardCharsets.UTF_8);
+        StringBuilder key = new StringBuilder(raw.length());
+        for (int i = 0; i < raw.length(); i++) {
+            char c = raw.charAt(i);
+            if (c != '\\') {
+                key.append(c);
+                continue;
+            }
+            if (++i >= raw.length()) {
+                return false;
+            }
+            switch (raw.charAt(i)) {
+                case '"': key.append('"'); break;
+                case '\\': key.append('\\'); break;
+                case '/': key.append('/'); break;
+                case 'b': key.append('\b'); break;
+                case 'f': key.append('\f'); break;
+                case 'n': key.append('\n'); break;
+                case 'r': key.append('\r'); break;
+                case 't': key.append('\t'); break;
+                case 'u':
+                    if (i + 4 >= raw.length()) {
+                        return false;
+                    }
+                    int code = 0;
+                    for (int h = i + 1; h <= i + 4; h++) {
+                        char hex = raw.charAt(h);
+                        int digit = hex < 128 ? Character.digit(hex, 16) : -1;  // ASCII only
+                        if (digit < 0) {
+                            return false;
+                        }
+                        code = code * 16 + digit;
+                    }
+                    key.append((char) code);
+                    i += 4;
+                    break;
+                default:
+                    return false;
+            }
+        }
+        return keyStrings.contains(key.toString());
     }
 
     private static int skipSpace(byte[] b, int i) {

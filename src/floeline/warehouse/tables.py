@@ -98,10 +98,18 @@ def _enable_column_mapping(spark, ref: TableRef) -> None:
     table already maps columns (by name, or by id on a table made elsewhere)."""
     from delta.tables import DeltaTable
 
-    properties = DeltaTable.forPath(spark, ref.path).detail().select("properties").first()[0] or {}
-    if properties.get(COLUMN_MAPPING_PROPERTY, "none") == "none":
+    def mode() -> str:
+        detail = DeltaTable.forPath(spark, ref.path).detail().select("properties").first()
+        return (detail[0] or {}).get(COLUMN_MAPPING_PROPERTY, "none")
+
+    if mode() != "none":
+        return
+    try:
         _run(spark, ref, f"ALTER TABLE delta.{quote_column(ref.path)} SET TBLPROPERTIES "
                          f"('{COLUMN_MAPPING_PROPERTY}'='name')")
+    except TableError:
+        if mode() == "none":  # not another writer turning it on at the same moment
+            raise
 
 
 def drop_not_null(spark, ref: TableRef, column: str) -> None:
