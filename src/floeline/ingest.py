@@ -268,15 +268,16 @@ class Connector:
         report = BatchReport(batch_id)
         observed = Observation(f"floeline-{cfg.name}-{batch_id}")
         try:
-            # The batch's session is the stream's own (a clone): the check is registered there.
+            # The batch's session is the stream's own (a clone): the functions go there.
             jvm.ensure_known_keys(df.sparkSession, plan.known_keys)
+            push_time = jvm.register_push_time(df.sparkSession, int(started * 1000)) + "()"
         except Exception as exc:  # no floeline jar in this session (see jvm.py)
             log.info("batch %s takes the general path: no one-pass check: %s", batch_id, exc)
             return None
         frame = df.selectExpr(
             "value", "timestamp",
             f"{fastpath.from_json_sql(plan.json_schema)} AS j",
-            f"{metadata_sql(cfg.metadata, int(started * 1000))} AS _meta",
+            f"{metadata_sql(cfg.metadata, push_time)} AS _meta",
         ).observe(observed, F.count(F.lit(1)).alias("records"),
                   F.min(F.unix_millis("timestamp")).alias("ts_min"),
                   F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"))

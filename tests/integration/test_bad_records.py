@@ -7,6 +7,7 @@ records skipped by a rule. Nothing may disappear."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -194,8 +195,15 @@ def test_one_pass_batches_fall_back_for_new_keys_and_bad_records(kafka, topic_na
     plain = [{"id": i, "name": f"n{i}", "score": i / 2, "ok": True} for i in range(150)]
     produce(kafka, topic, plain)
     first = Connector(config, spark)
+    before_ms = int(time.time() * 1000)
     first.run(until_caught_up=True)
+    after_ms = int(time.time() * 1000)
     assert any("one pass" in r.phases for r in first.reports), [r.phases for r in first.reports]
+    # One push time per micro-batch, taken while the connector ran (jvm.py's function).
+    pushes = {json.loads(r["RECORD_METADATA"].toJson())["SnowflakeConnectorPushTime"]
+              for r in read_table(topic.upper()).collect()}
+    assert all(before_ms <= p <= after_ms for p in pushes)
+    assert len(pushes) == len([r for r in first.reports if r.records_read])
     # Explicit JSON nulls for known keys still take one pass (the key check reads keys only).
     produce(kafka, topic, [{"id": 500 + i, "name": None, "score": 1.5, "ok": None} for i in range(60)])
     nulls = Connector(config, spark)

@@ -21,9 +21,11 @@ if TYPE_CHECKING:
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 
 
-def metadata_sql(flags: MetadataFlags, push_time_ms: int) -> str:
+def metadata_sql(flags: MetadataFlags, push_time_ms: int | str) -> str:
     """A SQL expression giving RECORD_METADATA as a VARIANT (NULL when
-    snowflake.metadata.all=false)."""
+    snowflake.metadata.all=false). `push_time_ms` is the epoch ms, or a BIGINT SQL
+    expression that gives it (jvm.py's push-time function, which keeps the generated
+    code the same from batch to batch)."""
     if not flags.all_:
         return "CAST(NULL AS VARIANT)"
     base = []
@@ -37,8 +39,8 @@ def metadata_sql(flags: MetadataFlags, push_time_ms: int) -> str:
                  (None, f"timestampType NOT IN ({CREATE_TIME}, {LOG_APPEND_TIME})")]
     else:
         times = [(None, "true")]
-    push = [f"'SnowflakeConnectorPushTime', CAST({int(push_time_ms)} AS BIGINT)"] \
-        if flags.connector_push_time else []
+    push_sql = push_time_ms if isinstance(push_time_ms, str) else f"CAST({int(push_time_ms)} AS BIGINT)"
+    push = [f"'SnowflakeConnectorPushTime', {push_sql}"] if flags.connector_push_time else []
     key = ("'key', CAST(key AS STRING)", "key IS NOT NULL", "key IS NULL")
     headers = ("'headers', map_from_entries(transform(headers, "
                "h -> struct(h.key, CAST(h.value AS STRING))))",
