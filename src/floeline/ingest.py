@@ -272,7 +272,7 @@ class Connector:
             jvm.ensure_known_keys(df.sparkSession, plan.known_keys)
             push_time = jvm.register_push_time(df.sparkSession, int(started * 1000)) + "()"
         except Exception as exc:  # no floeline jar in this session (see jvm.py)
-            log.info("batch %s takes the general path: no one-pass check: %s", batch_id, exc)
+            log.info("batch %s takes the general path: no floeline JVM functions: %s", batch_id, exc)
             return None
         frame = df.selectExpr(
             "value", "timestamp",

@@ -9,7 +9,7 @@ first use; `floeline setup` pre-fetches them). Two wrinkles, both measured here:
   spark.jars.packages) and the 4.0.0 jar (Kafka auth-config helpers, API-stable since
   3.x) is fetched once with Maven and added through spark.jars.
 - Delta's log4j dependencies are excluded: PySpark ships its own log4j.
-spark.jars also carries floeline's own compiled Spark function (jvm.py).
+spark.jars also carries floeline's own compiled Spark functions (jvm.py).
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def token_provider_jar() -> Path:
 
 
 def _floeline_jar() -> list[str]:
-    """floeline's JVM function (jvm.py), or nothing when it cannot be built: Spark then
-    runs every micro-batch on the general path."""
+    """The jar of floeline's JVM functions (jvm.py), or nothing when it cannot be built:
+    Spark then runs every micro-batch on the general path."""
     try:
         return [str(jvm.jar_path())]
     except ServiceUnavailable as exc:
