@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Callable
 
 from floeline.devprocess import (
-    HOST, command_line, last_lines, log_tail, port_accepts, port_free, recorded_pid, start_lock,
-    stop_process)
+    HOST, command_line, last_lines, launch, log_tail, port_accepts, port_free, recorded_pid,
+    start_lock, stop_process)
 from floeline.errors import FloelineError, ServiceUnavailable
 
 KAFKA_VERSION = "4.1.2"
@@ -35,7 +35,6 @@ DEFAULT_PORT = 19092
 _INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
                  "`apt-get install openjdk-17-jdk-headless maven`")
 _COMPLETE_MARKER = ".floeline-complete"
-_children: list[subprocess.Popen] = []  # brokers this process started
 
 
 # ---------------------------------------------------------------- locations
@@ -188,22 +187,9 @@ def _launch(state: Path, port: int, timeout_s: float) -> str:
         _format_storage(java, props)
 
     bootstrap = f"{HOST}:{port}"
-    with open(state / "broker.log", "w") as log:
-        proc = subprocess.Popen(
-            [*java, "-Xms256m", "-Xmx768m", "kafka.Kafka", str(props)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            cwd=state, start_new_session=True)  # own session: outlives the CLI and its terminal
-    _children.append(proc)  # keeps the Popen alive: no "still running" ResourceWarning
-    (state / "bootstrap").write_text(bootstrap + "\n")
-    (state / "broker.pid").write_text(f"{proc.pid}\n")
-    try:
-        # poll(), not _is_our_broker(): right after exec /proc/<pid>/cmdline can read empty
-        _wait_until_serving(bootstrap, lambda: proc.poll() is None, state, timeout_s)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        (state / "broker.pid").unlink(missing_ok=True)
-        raise
+    launch([*java, "-Xms256m", "-Xmx768m", "kafka.Kafka", str(props)], state, "broker",
+           "bootstrap", bootstrap,
+           lambda alive: _wait_until_serving(bootstrap, alive, state, timeout_s))
     return bootstrap
 
 

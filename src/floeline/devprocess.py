@@ -67,6 +67,30 @@ def _wait_for_exit(pid: int, is_ours: Callable[[int], bool], timeout_s: float) -
     return False
 
 
+_children: list[subprocess.Popen] = []  # keeps each Popen alive: no "still running" ResourceWarning
+
+
+def launch(cmd: list[str], state: Path, name: str, address_file: str, address: str,
+           wait_until_serving: Callable[[Callable[[], bool]], None]) -> None:
+    """Start a dev service in its own session (it outlives the CLI and its terminal),
+    its output in `state/<name>.log`; record its address and pid (`state/<name>.pid`);
+    return once `wait_until_serving(alive)` does, or kill it, forget it and re-raise."""
+    with open(state / f"{name}.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                cwd=state, start_new_session=True)
+    _children.append(proc)
+    (state / address_file).write_text(address + "\n")
+    (state / f"{name}.pid").write_text(f"{proc.pid}\n")
+    try:
+        # poll(), not command_line(): right after exec /proc/<pid>/cmdline can read empty
+        wait_until_serving(lambda: proc.poll() is None)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        (state / f"{name}.pid").unlink(missing_ok=True)
+        raise
+
+
 @contextlib.contextmanager
 def start_lock(state: Path):
     """Serialise start() across processes (e.g. parallel test workers) per state dir."""

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from floeline.devkafka import cache_dir
 from floeline.devprocess import (
-    HOST, command_line, last_lines, log_tail, port_free, recorded_pid, start_lock, stop_process)
+    HOST, command_line, last_lines, launch, log_tail, port_free, recorded_pid, start_lock, stop_process)
 from floeline.errors import ServiceUnavailable
 
 APICURIO_VERSION = "2.6.13.Final"
@@ -40,7 +40,6 @@ DEFAULT_PORT = 18081
 _INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
                  "`apt-get install openjdk-17-jdk-headless maven`")
 _COMPLETE_MARKER = ".floeline-complete"
-_children: list[subprocess.Popen] = []
 
 
 def _state_dir(state_dir: Path | str | None) -> Path:
@@ -141,19 +140,8 @@ def _launch(state: Path, port: int, timeout_s: float) -> str:
            f"-Dquarkus.http.port={port}", f"-Dquarkus.http.host={HOST}",
            "-Dquarkus.log.console.color=false",
            "-jar", str(home / RUNNER_JAR)]
-    with open(state / "registry.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, cwd=state, start_new_session=True)
-    _children.append(proc)
-    (state / "url").write_text(url + "\n")
-    (state / "registry.pid").write_text(f"{proc.pid}\n")
-    try:
-        _wait_until_serving(url, lambda: proc.poll() is None, state, timeout_s)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        (state / "registry.pid").unlink(missing_ok=True)
-        raise
+    launch(cmd, state, "registry", "url", url,
+           lambda alive: _wait_until_serving(url, alive, state, timeout_s))
     return url
 
 
