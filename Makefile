@@ -1,17 +1,18 @@
 # floeline's two README commands: `make demo` and `make test`. Both do all the set-up
-# (virtualenv from requirements.lock, the local Kafka broker's jars, Spark's packages).
+# (virtualenv from requirements.lock, the local Kafka broker's jars, kinesis-local, Spark's packages).
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.floeline-setup
 
-.PHONY: setup demo test unit bench kafka-start kafka-stop clean
+.PHONY: setup demo test unit bench kafka-start kafka-stop aws-start aws-stop clean
 
 setup: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
 	@command -v java >/dev/null && command -v javac >/dev/null || { echo "floeline needs Java 17 (a JDK with javac): apt-get install openjdk-17-jdk-headless" >&2; exit 1; }
 	@command -v mvn >/dev/null || { echo "floeline's set-up fetches the Kafka broker with Maven: apt-get install maven" >&2; exit 1; }
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "floeline's set-up installs the local Kinesis (kinesis-local) with npm and runs it on node: apt-get install nodejs npm" >&2; exit 1; }
 	@command -v $(PYTHON) >/dev/null || { echo "floeline needs Python 3.11 ($(PYTHON) not found)" >&2; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.lock
@@ -36,6 +37,12 @@ kafka-start: setup
 
 kafka-stop:
 	$(BIN)/floeline kafka stop
+
+aws-start: setup
+	$(BIN)/floeline aws start
+
+aws-stop:
+	$(BIN)/floeline aws stop
 
 clean:
 	rm -rf warehouse .floeline

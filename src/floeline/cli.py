@@ -1,4 +1,4 @@
-"""floeline's command line: run | validate | sql | demo | kafka | setup."""
+"""floeline's command line: run | validate | sql | demo | kafka | aws | setup."""
 
 from __future__ import annotations
 
@@ -105,12 +105,31 @@ def _cmd_kafka(args) -> int:
     return 0
 
 
+def _cmd_aws(args) -> int:
+    from floeline import devaws
+
+    if args.action == "start":
+        endpoints = devaws.start(args.state_dir, args.kinesis_port, args.moto_port)
+        print("\n".join(devaws.endpoint_lines(endpoints)))
+    elif args.action == "stop":
+        print("stopped" if devaws.stop(args.state_dir) else "not running")
+    else:
+        running = devaws.running_endpoints(args.state_dir)
+        print("\n".join(devaws.endpoint_lines(running)) if running else "not running")
+        if running and len(running) < len(devaws.SERVICES):
+            print("(not all running; `floeline aws start` starts the rest)")
+        return 0 if len(running) == len(devaws.SERVICES) else 1
+    return 0
+
+
 def _cmd_setup(_args) -> int:
-    """Fetch everything a first run needs: the broker's jars and Spark's packages."""
-    from floeline import devkafka
+    """Fetch everything a first run needs: the broker's jars, kinesis-local and Spark's
+    packages."""
+    from floeline import devaws, devkafka
     from floeline.spark import get_spark
 
     print(f"kafka broker jars: {devkafka.fetch_broker_jars()}")
+    print(f"kinesis-local: {devaws.install_kinesis_local()}")
     spark = get_spark()
     spark.range(1).count()
     print("spark packages: resolved and cached")
@@ -152,7 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="listener port (default $FLOELINE_KAFKA_PORT or 19092)")
     p.set_defaults(func=_cmd_kafka)
 
-    p = sub.add_parser("setup", help="fetch the broker jars and Spark packages")
+    p = sub.add_parser("aws", help="local Kinesis and DynamoDB endpoints for demos and tests")
+    p.add_argument("action", choices=("start", "stop", "status"))
+    p.add_argument("--state-dir", help="state (default $FLOELINE_AWS_STATE or ./.floeline/aws)")
+    p.add_argument("--kinesis-port", type=int,
+                   help="Kinesis port (default $FLOELINE_KINESIS_PORT or 4568)")
+    p.add_argument("--moto-port", type=int,
+                   help="DynamoDB (moto) port (default $FLOELINE_MOTO_PORT or 5000)")
+    p.set_defaults(func=_cmd_aws)
+
+    p = sub.add_parser("setup", help="fetch the broker jars, kinesis-local and Spark packages")
     p.set_defaults(func=_cmd_setup)
 
     p = sub.add_parser("demo", help="local broker + ORDERS events -> a Delta table, printed")

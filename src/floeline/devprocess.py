@@ -1,7 +1,7 @@
-"""The local JVM services floeline's dev tooling runs (Kafka broker, schema registry):
-the process bookkeeping they share. Each service keeps a state directory holding its
-pid file and log; a process counts as the service's only while its command line still
-says so (a pid can be reused), and start-up is serialised per state directory."""
+"""The local services floeline's dev tooling runs (Kafka broker, schema registry, local
+AWS endpoints): the process bookkeeping they share. Each service keeps a state directory
+holding its pid file and log; a process counts as the service's only while its command
+line still says so (a pid can be reused), and start-up is serialised per state directory."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Callable
+
+from floeline.errors import FloelineError, ServiceUnavailable
 
 HOST = "127.0.0.1"
 
@@ -71,13 +73,15 @@ _children: list[subprocess.Popen] = []  # keeps each Popen alive: no "still runn
 
 
 def launch(cmd: list[str], state: Path, name: str, address_file: str, address: str,
-           wait_until_serving: Callable[[Callable[[], bool]], None]) -> None:
+           wait_until_serving: Callable[[Callable[[], bool]], None],
+           env: dict[str, str] | None = None) -> None:
     """Start a dev service in its own session (it outlives the CLI and its terminal),
     its output in `state/<name>.log`; record its address and pid (`state/<name>.pid`);
-    return once `wait_until_serving(alive)` does, or kill it, forget it and re-raise."""
+    return once `wait_until_serving(alive)` does, or kill it, forget it and re-raise.
+    `env`, when given, is the service's whole environment."""
     with open(state / f"{name}.log", "w") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=state, start_new_session=True)
+                                cwd=state, start_new_session=True, env=env)
     _children.append(proc)
     (state / address_file).write_text(address + "\n")
     (state / f"{name}.pid").write_text(f"{proc.pid}\n")
@@ -114,6 +118,47 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def next_or_free_port(port: int) -> int:
+    """A port for a service's second listener: port+1 if free, else any free port."""
+    if port + 1 < 65536 and port_free(port + 1):
+        return port + 1
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def port_from_env(variable: str, default: int) -> int:
+    """The TCP port in $variable, `default` when it is unset or empty."""
+    raw = os.environ.get(variable)
+    if not raw:
+        return default
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise FloelineError(f"{variable}={raw!r} is not a TCP port; set it to a number "
+                            f"between 1 and 65535 (default {default})")
+    return port
+
+
+def poll_until_serving(what: str, log: Path, answers: Callable[[], bool],
+                       alive: Callable[[], bool], timeout_s: float) -> None:
+    """Poll `answers()` until it is true; a clear error with the log's tail if the
+    process dies first (`alive()` false) or `timeout_s` passes. `what` names the service
+    and its address in those errors."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive():
+            raise ServiceUnavailable(f"{what} exited during start; last lines of {log}:\n"
+                                     f"{log_tail(log)}")
+        if answers():
+            return
+        time.sleep(0.2)
+    raise ServiceUnavailable(f"{what} did not answer within {timeout_s:.0f}s; last lines of "
+                             f"{log}:\n{log_tail(log)}")
 
 
 def log_tail(log: Path, n: int = 30) -> str:

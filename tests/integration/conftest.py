@@ -93,3 +93,35 @@ def schema_registry(tmp_path_factory):
     url = devregistry.start(state, _free_port())
     yield url
     devregistry.stop(state)
+
+
+class LocalAws:
+    """The `aws` fixture: endpoints and dummy credentials of the local AWS services."""
+
+    region = "us-east-1"
+    access_key_id = "floeline-test"
+    secret_access_key = "floeline-test"
+
+    def __init__(self, kinesis_endpoint: str, dynamodb_endpoint: str):
+        self.kinesis_endpoint = kinesis_endpoint
+        self.dynamodb_endpoint = dynamodb_endpoint
+
+    def settings(self):
+        from floeline.config.kinesis import AwsSettings
+
+        return AwsSettings(region=self.region, access_key_id=self.access_key_id,
+                           secret_access_key=self.secret_access_key,
+                           kinesis_endpoint=self.kinesis_endpoint,
+                           dynamodb_endpoint=self.dynamodb_endpoint)
+
+
+@pytest.fixture(scope="session")
+def aws(tmp_path_factory):
+    """Local Kinesis (kinesis-local) and DynamoDB (moto) started for this run (stopped
+    at the end)."""
+    from floeline import devaws
+
+    state = tmp_path_factory.mktemp("aws")
+    endpoints = devaws.start(state, kinesis_port=_free_port(), moto_port=_free_port())
+    yield LocalAws(endpoints["kinesis"], endpoints["dynamodb"])
+    devaws.stop(state)
