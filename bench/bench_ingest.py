@@ -168,7 +168,7 @@ def main() -> int:
         connector = [None]
         floe_times.append(timed(lambda: connector.__setitem__(
             0, floeline_job(spark, bootstrap, topic, round_dir, args.count_records))))
-        floe_rows = spark.read.format("delta").load(connector[0].table_ref(topic).path).count()
+        floe_rows = spark.read.format("delta").load(connector[0].pipeline.table_ref(topic).path).count()
         assert bare_rows == floe_rows == args.records, (bare_rows, floe_rows)
         reports = connector[0].reports
         print(f"round {round_no + 1}: raw {raw_times[-1]:.1f}s  bare {bare_times[-1]:.1f}s  "

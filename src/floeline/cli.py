@@ -11,17 +11,27 @@ from floeline.errors import FloelineError
 
 def _cmd_validate(args) -> int:
     from floeline.config import describe_ignored, load_config
-    from floeline.naming import table_for_topic
-
-    from floeline.records.decode import transform_chain_for
     from floeline.records.support import check_supported
-    from floeline.records.transforms import routed_topic
 
     config = load_config(args.config)
     check_supported(config)
     ignored = describe_ignored(config)
     if ignored:
         print(ignored, file=sys.stderr)
+    if config.source == "kinesis":
+        _show_kinesis_routes(config)
+    else:
+        _show_kafka_routes(config)
+    print(f"config {args.config} is valid (connector {config.name})")
+    return 0
+
+
+def _show_kafka_routes(config) -> None:
+    """topic -> DB.SCHEMA.TABLE for each topic (matching topics.regex: those that exist)."""
+    from floeline.naming import display_identifier, table_for_topic
+    from floeline.records.decode import transform_chain_for
+    from floeline.records.transforms import routed_topic
+
     topics = list(config.topics)
     if config.topics_regex:
         print(f"topics.regex={config.topics_regex}: each matching topic maps as below")
@@ -35,13 +45,22 @@ def _cmd_validate(args) -> int:
     chain = transform_chain_for(config.raw)
     for topic in topics:
         routed = routed_topic(chain, topic)
-        table = table_for_topic(routed, config.topic_map)
+        table = display_identifier(table_for_topic(routed, config.topic_map))
         via = f" (routed as {routed!r} by transforms)" if routed != topic else ""
         print(f"{topic} -> {config.database}.{config.schema}.{table}{via}")
     if chain is not None:
         print("transforms: " + "; ".join(chain.describe()))
-    print(f"config {args.config} is valid (connector {config.name})")
-    return 0
+
+
+def _show_kinesis_routes(config) -> None:
+    """stream -> DB.SCHEMA.TABLE for each stream, and where checkpoints are kept."""
+    from floeline.naming import display_identifier
+    from floeline.sources.kinesis import table_name_for_stream
+
+    for stream in config.kinesis.streams:
+        table = display_identifier(table_name_for_stream(stream))
+        print(f"{stream} -> {config.database}.{config.schema}.{table}")
+    print(f"checkpoints: DynamoDB lease table {config.kinesis.application_name!r}")
 
 
 def _cmd_run(args) -> int:
@@ -137,8 +156,10 @@ def _cmd_setup(_args) -> int:
 
 
 def _cmd_demo(args) -> int:
-    from floeline.demo import run_demo
+    from floeline.demo import run_demo, run_kinesis_demo
 
+    if args.source == "kinesis":
+        return run_kinesis_demo(warehouse=args.warehouse)
     return run_demo(warehouse=args.warehouse)
 
 
@@ -183,7 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("setup", help="fetch the broker jars, kinesis-local and Spark packages")
     p.set_defaults(func=_cmd_setup)
 
-    p = sub.add_parser("demo", help="local broker + ORDERS events -> a Delta table, printed")
+    p = sub.add_parser("demo", help="ORDERS events through a local Kafka broker (default) or a "
+                                    "local Kinesis stream -> a Delta table, printed")
+    p.add_argument("source", nargs="?", choices=("kafka", "kinesis"), default="kafka")
     p.add_argument("--warehouse", default="./warehouse")
     p.set_defaults(func=_cmd_demo)
     return parser

@@ -1,8 +1,11 @@
 """`floeline demo` (the README's first command): start the local broker, produce the
-spec's ORDERS events, run the connector until caught up, print the table."""
+spec's ORDERS events, run the connector until caught up, print the table.
+`floeline demo kinesis` does the same through a local Kinesis stream (kinesis-local,
+with the lease table in moto's DynamoDB)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 DEMO_TOPIC = "orders"
@@ -48,4 +51,50 @@ def run_demo(warehouse: str = "./warehouse") -> int:
     print("\nSELECT RECORD_METADATA FROM ORDERS (one row):")
     print(format_rows(run_sql(spark, "SELECT RECORD_METADATA FROM ORDERS "
                                      "ORDER BY RECORD_METADATA:offset::bigint DESC LIMIT 1", wh), "json"))
+    return 0
+
+
+DEMO_STREAM = "kinesis_orders"  # its table: KINESIS_ORDERS
+
+
+def run_kinesis_demo(warehouse: str = "./warehouse") -> int:
+    import boto3
+
+    from floeline import devaws
+    from floeline.config import config_from_dict
+    from floeline.ingest import Connector
+    from floeline.spark import get_spark
+    from floeline.sql.query import format_rows, run_sql
+    from floeline.warehouse.catalog import Warehouse
+
+    endpoints = devaws.start()
+    for line in devaws.endpoint_lines(endpoints):
+        print(f"local aws: {line}")
+    credentials = {"aws_access_key_id": "floeline", "aws_secret_access_key": "floeline"}
+    kinesis = boto3.client("kinesis", endpoint_url=endpoints["kinesis"], region_name=devaws.REGION,
+                           **credentials)
+    if DEMO_STREAM not in kinesis.list_streams()["StreamNames"]:
+        kinesis.create_stream(StreamName=DEMO_STREAM, ShardCount=2)
+        kinesis.get_waiter("stream_exists").wait(StreamName=DEMO_STREAM,
+                                                 WaiterConfig={"Delay": 1, "MaxAttempts": 30})
+    events = demo_events()
+    kinesis.put_records(StreamName=DEMO_STREAM, Records=[
+        {"Data": json.dumps(e["value"]).encode(), "PartitionKey": e["key"]} for e in events])
+    print(f"put {len(events)} ORDERS events into Kinesis stream '{DEMO_STREAM}'")
+    config = config_from_dict({
+        "name": "orders_kinesis_demo", "floeline.source": "kinesis",
+        "kinesis.stream.name": DEMO_STREAM, "aws.region": devaws.REGION,
+        "aws.access.key.id": credentials["aws_access_key_id"],
+        "aws.secret.access.key": credentials["aws_secret_access_key"],
+        "kinesis.endpoint": endpoints["kinesis"], "dynamodb.endpoint": endpoints["dynamodb"],
+        "floeline.warehouse": warehouse, "buffer.flush.time": "1"})
+    spark = get_spark(config.spark_master)
+    Connector(config, spark).run(until_caught_up=True)
+    wh = Warehouse(warehouse)
+    print("\nSELECT * FROM KINESIS_ORDERS:")
+    print(format_rows(run_sql(spark, "SELECT order_id, customer_name, order_total, ispaid "
+                                     "FROM KINESIS_ORDERS ORDER BY order_id", wh)))
+    print("\nSELECT RECORD_METADATA FROM KINESIS_ORDERS (one row):")
+    print(format_rows(run_sql(spark, "SELECT RECORD_METADATA FROM KINESIS_ORDERS "
+                                     "ORDER BY order_id DESC LIMIT 1", wh), "json"))
     return 0

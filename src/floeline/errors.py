@@ -20,18 +20,21 @@ class NamingError(ConfigError):
 
 class RecordError(FloelineError):
     """A source record cannot be ingested (bad JSON, wrong shape, wrong type).
-    Carries the record's coordinates so the message can name it."""
+    Carries the record's coordinates so the message can name it: `where` as its source
+    describes it (`topic=orders partition=0 offset=5`, `stream=s shardId=... ...`), or
+    Kafka's topic/partition/offset; `channel` and `position` as the pipeline knows it."""
 
     def __init__(self, message: str, topic: str | None = None, partition: int | None = None,
-                 offset: int | None = None, stage: str | None = None):
+                 offset: int | None = None, stage: str | None = None, *,
+                 where: str | None = None, channel: str | None = None, position: str | None = None):
         self.topic, self.partition, self.offset, self.stage = topic, partition, offset, stage
-        where = ""
-        if topic is not None:
-            where = f"record topic={topic} partition={partition} offset={offset}"
-            if stage:
-                where += f" stage={stage}"
-            where += ": "
-        super().__init__(where + message)
+        self.channel, self.position = channel, position
+        if where is None and topic is not None:
+            where = f"topic={topic} partition={partition} offset={offset}"
+        prefix = ""
+        if where is not None:
+            prefix = f"record {where}" + (f" stage={stage}" if stage else "") + ": "
+        super().__init__(prefix + message)
 
 
 class TransformError(RecordError):

@@ -111,6 +111,14 @@ def _read_quoted(text: str, start: int) -> tuple[str, int]:
     raise ValueError("missing closing double quote")
 
 
+def display_identifier(name: str) -> str:
+    """A stored name as SQL must write it: as it is when it reads the same unquoted
+    (uppercase, letters, digits, `_`, `$`), else double-quoted (`"MY-STREAM"`)."""
+    if _UNQUOTED_IDENTIFIER.fullmatch(name) and name == name.upper():
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
 def normalize_identifier(text: str) -> str:
     """The stored name of a Snowflake identifier as written in a config.
 

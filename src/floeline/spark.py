@@ -137,6 +137,11 @@ def get_spark(master: str = "local[2]"):
     if _session is None:
         from pyspark.sql import SparkSession
 
+        if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+            # Local Python workers (decode stage, the Kinesis data source) run this
+            # interpreter, which has floeline; `python3` from PATH may not.
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+
         builder = SparkSession.builder
         for key, value in spark_conf(master).items():
             builder = builder.config(key, value)

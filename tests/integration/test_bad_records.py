@@ -130,10 +130,10 @@ def test_json_corpus_without_dlq_goes_to_the_error_table(kafka, topic_name, make
     skipped = 1  # the tombstone, by behavior.on.null.values=IGNORE
     assert 1 + len(corpus) == rows + len(error_rows) + skipped
     assert len(error_rows) == len([c for c in JSON_CORPUS if c[2] == "dlq"])
-    bad = {r["RECORD_OFFSET"]: r for r in error_rows}
+    bad = {int(r["RECORD_POSITION"]): r for r in error_rows}
     malformed = bad[1]
     assert malformed["RECORD_VALUE"] == JSON_CORPUS[0][1] and malformed["RECORD_KEY"] == b"k0"
-    assert malformed["RECORD_TOPIC"] == topic and malformed["STAGE"] == "value converter"
+    assert malformed["RECORD_CHANNEL"] == f"{topic}/0" and malformed["STAGE"] == "value converter"
     assert "not valid JSON" in malformed["ERROR"] and malformed["CONNECTOR"] == config.name
     assert [(h["key"], h["value"]) for h in malformed["RECORD_HEADERS"]] == [("case", b"malformed JSON")]
     assert bad[12]["STAGE"] == "table write"
@@ -179,7 +179,7 @@ def test_not_null_column_with_evolution_off_rejects_null(kafka, topic_name, make
     run_connector(make_config(topics=topic, errors__tolerance="all"))
     assert sorted(int(r["ID"]) for r in read_table(topic.upper()).collect()) == [1, 4]
     errors = read_table(topic.upper() + "_ERRORS").collect()
-    assert sorted(r["RECORD_OFFSET"] for r in errors) == [1, 2]
+    assert sorted(int(r["RECORD_POSITION"]) for r in errors) == [1, 2]
     assert all("NOT NULL column ID receives null" in r["ERROR"] for r in errors)
 
 
@@ -219,7 +219,7 @@ def test_one_pass_batches_fall_back_for_new_keys_and_bad_records(kafka, topic_na
     assert df.count() == 150 + 60 + 3 + 60  # the bad record went to the error table
     assert df.where("ID = 1000").first()["EXTRA"] is not None
     assert df.where("ID = 1001").count() == 0
-    assert read_table(topic.upper() + "_ERRORS").first()["RECORD_OFFSET"] == 211
+    assert read_table(topic.upper() + "_ERRORS").first()["RECORD_POSITION"] == "211"
     assert df.where("ID = 530").first()["NAME"] is None
     offsets = [json.loads(r["RECORD_METADATA"].toJson())["offset"] for r in df.collect()]
     assert len(offsets) == len(set(offsets))

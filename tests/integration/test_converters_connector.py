@@ -166,7 +166,7 @@ def test_protobuf_values_land(kafka, schema_registry, topic_name, make_config, r
     assert variant(row["AMOUNTS"]) == [1.25, 2.5] and variant(row["COUNTS"]) == {"a": 2}
     assert row["AT"] == "2024-01-02T03:04:05.000Z" and meta(row)["key"] == "k7"
     (error,) = errors
-    assert error["RECORD_OFFSET"] == 1 and error["STAGE"] == "value converter"
+    assert int(error["RECORD_POSITION"]) == 1 and error["STAGE"] == "value converter"
     assert error["ERROR"].startswith("corrupt Protobuf") and error["RECORD_VALUE"] == produced[1]["value"]
 
 
@@ -208,7 +208,7 @@ def test_json_converter_with_schemas_lands_the_payload(kafka, topic_name, make_c
     assert row["NAME"] == "unnamed"  # a null takes the field's default
     assert meta(row)["key"] == "k1"
     (error,) = errors
-    assert error["RECORD_OFFSET"] == 1 and error["STAGE"] == "value converter"
+    assert int(error["RECORD_POSITION"]) == 1 and error["STAGE"] == "value converter"
     assert "schemas.enable=false" in error["ERROR"]
 
 
@@ -224,9 +224,9 @@ def test_string_converter_text_is_a_record_error_suggesting_hoistfield(
         "topics": topic, "value.converter": STRING_CONVERTER, "errors.tolerance": "all"}))
 
     rows = rows_of(read_table, warehouse, topic.upper())
-    errors = sorted(read_table(topic.upper() + "_ERRORS").collect(), key=lambda r: r["RECORD_OFFSET"])
+    errors = sorted(read_table(topic.upper() + "_ERRORS").collect(), key=lambda r: int(r["RECORD_POSITION"]))
     assert len(produced) == len(rows) + 0 + len(errors) + skipped(connector)
-    assert rows == [] and [e["RECORD_OFFSET"] for e in errors] == [0, 1]
+    assert rows == [] and [int(e["RECORD_POSITION"]) for e in errors] == [0, 1]
     for error, value in zip(errors, produced):
         assert error["RECORD_VALUE"] == value and error["STAGE"] == "value converter"
         assert "not an object" in error["ERROR"] and "HoistField$Value" in error["ERROR"], error["ERROR"]
@@ -309,7 +309,7 @@ def test_transform_chain_fails_loud_then_routes_filters_and_diverts(
     message = str(failure.value)
     assert f"topic={failing} partition=0 offset=1 stage=transform" in message, message
     assert "'cast'" in message and "Cast$Value" in message and "abc" in message and "int32" in message
-    assert failure.value.stage == "transform" and failure.value.offset == 1
+    assert failure.value.stage == "transform" and failure.value.position == "1"
     for name in (failing.upper(), "ROUTED_" + failing.upper()[len("ORDERS_"):]):
         assert not rows_of(read_table, warehouse, name)  # nothing was committed
 
@@ -340,8 +340,8 @@ def test_transform_chain_fails_loud_then_routes_filters_and_diverts(
     assert meta(rows[0])["key"] == "k0"
 
     (error,) = errors
-    assert error["RECORD_OFFSET"] == 2 and error["STAGE"] == "transform"
-    assert error["RECORD_TOPIC"] == topic and json.loads(error["RECORD_VALUE"]) == produced[2]
+    assert int(error["RECORD_POSITION"]) == 2 and error["STAGE"] == "transform"
+    assert error["RECORD_CHANNEL"] == f"{topic}/0" and json.loads(error["RECORD_VALUE"]) == produced[2]
     assert "'cast'" in error["ERROR"] and "abc" in error["ERROR"]
     # Observed (reported, not asserted): the failed record's error row is in the *source*
     # topic's error table (<ORDERS_...>_ERRORS), RECORD_METADATA.topic is the source topic
@@ -408,5 +408,5 @@ def test_schematization_off_keeps_non_object_values_in_record_content(
     rows = by_offset(rows_of(read_table, warehouse, topic.upper()))
     errors = rows_of(read_table, warehouse, topic.upper() + "_ERRORS")
     assert len(produced) == len(rows) + 0 + len(errors) + skipped(connector)
-    assert not errors, [(e["RECORD_OFFSET"], e["ERROR"]) for e in errors]
+    assert not errors, [(int(e["RECORD_POSITION"]), e["ERROR"]) for e in errors]
     assert [variant(rows[o]["RECORD_CONTENT"]) for o in range(3)] == [42, "hello", [1, 2]]

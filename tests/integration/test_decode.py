@@ -17,6 +17,8 @@ from records_io import ORDER_PROTO, ORDER_V1, ORDER_V2, avro, proto_class, regis
 
 pytestmark = pytest.mark.integration
 
+from floeline.sources.kafka import NORMALIZED_KAFKA  # noqa: E402
+
 def read_decoded(spark, kafka, topic, settings):
     from floeline.config import config_from_dict
 
@@ -24,10 +26,10 @@ def read_decoded(spark, kafka, topic, settings):
                                "bootstrap.servers": kafka, **settings})
     df = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka)
           .option("subscribe", topic).option("startingOffsets", "earliest")
-          .option("includeHeaders", "true").load())
+          .option("includeHeaders", "true").load().selectExpr(*NORMALIZED_KAFKA))
     decoded = decode_frame(df, config)
     assert decoded.columns[:len(df.columns)] == df.columns
-    return sorted(decoded.collect(), key=lambda r: r["offset"])
+    return sorted(decoded.collect(), key=lambda r: r["source"]["offset"])
 
 
 def test_avro_records_decode_with_errors_flagged(kafka, spark, schema_registry, topic_name):
@@ -116,13 +118,13 @@ def test_streaming_decode_with_transforms(kafka, spark, schema_registry, topic_n
         "transforms.hoist.type": t + "HoistField$Value", "transforms.hoist.field": "ids"})
     stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka)
               .option("subscribe", topic).option("startingOffsets", "earliest")
-              .option("includeHeaders", "true").load())
+              .option("includeHeaders", "true").load().selectExpr(*NORMALIZED_KAFKA))
     table = f"decoded_{topic}"
     query = (decode_frame(stream, config).writeStream.format("memory").queryName(table)
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True)
              .start())
     query.awaitTermination(120)
-    rows = sorted(spark.table(table).collect(), key=lambda r: r["offset"])
+    rows = sorted(spark.table(table).collect(), key=lambda r: r["source"]["offset"])
     assert [r["_key_text"] for r in rows[:3]] == ['{"id":0}', '{"id":1}', '{"id":2}']
     assert [r["_value_json"] for r in rows[:3]] == ['{"ids":[0]}', '{"ids":[1]}', '{"ids":[2]}']
     assert {r["_route_topic"] for r in rows[:3]} == {"routed_" + topic[len("stream_"):]}

@@ -150,3 +150,27 @@ def test_sigterm_stops_cleanly(kafka, topic_name, tmp_path, warehouse):
         time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(120) == 0, "".join(lines)
+
+
+def test_table_written_before_sources_resumes_from_its_kafka_offsets(
+        kafka, topic_name, make_config, run_connector, read_table, spark, warehouse):
+    """Tables written by floeline before the source seam hold Kafka offsets as
+    [topic, partition, offset] triples in their commits; they still say where to resume."""
+    import json as _json
+
+    topic = topic_name("legacy")
+    devkafka.create_topic(kafka, topic, partitions=2)
+    config = make_config(topics=topic)
+    produce_numbered(kafka, topic, 2, 0, 6)
+    run_connector(config)
+    table = os.path.join(warehouse, "FLOELINE", "PUBLIC", topic.upper())
+    # The newest commit carries the offsets the way that floeline wrote them.
+    legacy = _json.dumps({"floeline.channels": {"connector": config.name,
+                                                "offsets": [[topic, 0, 2], [topic, 1, 2]]}})
+    empty = spark.read.format("delta").load(table).limit(0)
+    empty.write.format("delta").mode("append").option("userMetadata", legacy).save(table)
+    shutil.rmtree(config.checkpoint_dir)
+    produce_numbered(kafka, topic, 2, 6, 4)
+    connector = run_connector(config)
+    assert sum(r.records_read for r in connector.reports) == 4
+    assert_exactly_once(read_table(topic.upper()), {0: 5, 1: 5})

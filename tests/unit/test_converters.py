@@ -494,10 +494,11 @@ def test_decode_batches_keeps_every_row_and_column():
     batch = pa.RecordBatch.from_pydict({
         "key": pa.array([b"k", None], pa.binary()),
         "value": pa.array([b'{"a":1}', b"{oops"], pa.binary()),
-        "topic": ["t", "t"], "partition": pa.array([0, 0], pa.int32()),
-        "offset": pa.array([0, 1], pa.int64()),
+        "route": ["t", "t"],
         "timestamp": pa.array([1_700_000_000_000_000, None], pa.timestamp("us", tz="UTC")),
-        "timestampType": pa.array([0, 0], pa.int32()),
+        "source": pa.StructArray.from_arrays(
+            [pa.array([0, 0], pa.int32()), pa.array([0, 1], pa.int64()), pa.array([0, 0], pa.int32())],
+            ["partition", "offset", "timestampType"]),
     })
     (out,) = list(decode_batches(iter([batch]), {"value.converter.schemas.enable": "false"},
                                  batch.schema.names))
@@ -505,7 +506,7 @@ def test_decode_batches_keeps_every_row_and_column():
     rows = out.to_pylist()
     assert rows[0]["_value_json"] == '{"a":1}' and rows[0]["_key_text"] == "k"
     assert rows[1]["_decode_stage"] == "value converter" and rows[1]["_value_json"] is None
-    assert rows[1]["offset"] == 1 and rows[1]["value"] == b"{oops"
+    assert rows[1]["source"]["offset"] == 1 and rows[1]["value"] == b"{oops"
 
 
 T = "org.apache.kafka.connect.transforms."

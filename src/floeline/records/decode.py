@@ -1,5 +1,6 @@
-"""The decode stage in Spark: Kafka source rows -> converted, transformed records as
-JSON text, in Python workers over Arrow batches (DataFrame.mapInArrow).
+"""The decode stage in Spark: source rows (the normalized layout, sources/base.py) ->
+converted, transformed records as JSON text, in Python workers over Arrow batches
+(DataFrame.mapInArrow).
 
 Configs whose records are plain JSON with text keys and no transforms never come here
 (`needs_python_decode` is False): the connector keeps its Spark SQL path on the raw
@@ -13,7 +14,8 @@ the JsonConverter envelope, Kafka Connect transforms — runs per record in Pyth
 
 `decode_frame` keeps every input row and every input column unchanged and adds:
 
-  _route_topic   string   the topic after transforms (RegexRouter), else the topic
+  _route_topic   string   the route (topic / stream) after transforms (RegexRouter),
+                          else the route
   _key_text      string   the (transformed) key for RECORD_METADATA.key; NULL: no key
   _value_json    string   the (transformed) value as JSON text; NULL: a tombstone (or a
                           dropped / failed record)
@@ -87,8 +89,9 @@ def transform_chain_for(settings: Mapping[str, str]):
 
 
 def decode_frame(df: DataFrame, config: ConnectorConfig) -> DataFrame:
-    """`df` (the Kafka source's columns: key, value, topic, partition, offset,
-    timestamp, timestampType and, with includeHeaders, headers) with the decode
+    """`df` (the normalized source columns: route, key, value, headers, timestamp and
+    the `source` struct, whose `partition`, `offset` and `timestampType` fields, when
+    the source has them, are the Kafka coordinates transforms see) with the decode
     columns added; same rows, same order within each partition. Streaming-safe: one
     mapInArrow, no action."""
     from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
@@ -174,11 +177,11 @@ def decode_batches(batches: Iterator[Any], settings: Mapping[str, str], columns:
         get = {name: batch.column(name) for name in columns}
         keys = get["key"].to_pylist() if "key" in get else [None] * n
         values = get["value"].to_pylist() if "value" in get else [None] * n
-        topics = get["topic"].to_pylist()
-        partitions = get["partition"].to_pylist()
-        offsets = get["offset"].to_pylist()
+        topics = get["route"].to_pylist()
+        partitions = _source_field(get, "partition", n)
+        offsets = _source_field(get, "offset", n)
         stamps = _epoch_ms(get["timestamp"]) if "timestamp" in get else [None] * n
-        stamp_types = get["timestampType"].to_pylist() if "timestampType" in get else [-1] * n
+        stamp_types = _source_field(get, "timestampType", n)
         headers = get["headers"].to_pylist() if "headers" in get else [None] * n
         rows = [decoder.decode(topics[i], partitions[i], offsets[i], stamps[i],
                                -1 if stamp_types[i] is None else stamp_types[i],
@@ -190,6 +193,14 @@ def decode_batches(batches: Iterator[Any], settings: Mapping[str, str], columns:
         yield pa.RecordBatch.from_arrays(
             [batch.column(name) for name in columns] + extra,
             schema=pa.schema([batch.schema.field(name) for name in columns] + out_fields))
+
+
+def _source_field(columns: dict, name: str, n: int) -> list:
+    """A field of the `source` struct column per row, or Nones when the source has none."""
+    source = columns.get("source")
+    if source is None or source.type.get_field_index(name) < 0:
+        return [None] * n
+    return source.field(name).to_pylist()
 
 
 def _epoch_ms(column) -> list[int | None]:

@@ -1,16 +1,23 @@
-"""RECORD_METADATA: the Kafka coordinates of each record as a VARIANT object, with the
-fields and names of Snowflake's connector (topic, partition, offset, CreateTime or
-LogAppendTime, SnowflakeConnectorPushTime, key, headers).
+"""RECORD_METADATA: where each record came from, as a VARIANT object, with the fields
+and names of Snowflake's connectors.
 
-The object is a Spark SQL expression over the Kafka source's columns (key, topic,
-partition, offset, timestamp, timestampType, headers). Snowflake omits `key` and
-`headers` when a record has none, and names the timestamp after its type, so the
-expression picks one of a few struct shapes per record (CASE) and turns it into a
+Kafka (Snowflake's Kafka connector): topic, partition, offset, CreateTime or
+LogAppendTime, SnowflakeConnectorPushTime, key, headers. Kinesis: stream, shardId,
+sequenceNumber, subSequenceNumber (KPL-aggregated records only), partitionKey,
+approximateArrivalTimestamp, SnowflakeConnectorPushTime. The snowflake.metadata.*
+flags gate them: `topic` the topic / stream, `offset.and.partition` the partition and
+offset / shard and sequence numbers, `createtime` the record's timestamp.
+
+Each builder is a Spark SQL expression over the normalized source columns (key,
+headers, timestamp and the `source` struct, see sources/base.py). Snowflake omits a
+field a record lacks (no key, no headers) and names the timestamp after its type, so
+the expression picks one of a few struct shapes per record (CASE) and turns it into a
 VARIANT with to_variant_object: measured 4x cheaper than building JSON text and
 parsing it back."""
 
 from __future__ import annotations
 
+from itertools import product
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,42 +26,78 @@ if TYPE_CHECKING:
 
 # Kafka's TimestampType ids as the Spark Kafka source reports them.
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
+_EMPTY = "parse_json('{}')"
 
 
-def metadata_sql(flags: MetadataFlags, push_time_ms: int | str) -> str:
-    """A SQL expression giving RECORD_METADATA as a VARIANT (NULL when
-    snowflake.metadata.all=false). `push_time_ms` is the epoch ms, or a BIGINT SQL
-    expression that gives it (jvm.py's push-time function, which keeps the generated
-    code the same from batch to batch)."""
+def _push_sql(push_time_ms: int | str) -> str:
+    """`push_time_ms` is the epoch ms, or a BIGINT SQL expression giving it (jvm.py's
+    push-time function keeps the generated code the same from batch to batch)."""
+    return push_time_ms if isinstance(push_time_ms, str) else f"CAST({int(push_time_ms)} AS BIGINT)"
+
+
+def _object_sql(options: list[list[tuple[str | None, str]]]) -> str:
+    """CASE over every combination of optional fields: `options` holds, per optional
+    part, its alternatives as (fields SQL or None, condition)."""
+    branches = []
+    for choice in product(*options):
+        fields = [f for f, _c in choice if f]
+        condition = " AND ".join(c for _f, c in choice)
+        value = f"to_variant_object(named_struct({', '.join(fields)}))" if fields else _EMPTY
+        branches.append(f"WHEN {condition} THEN {value}")
+    return "CASE " + " ".join(branches) + " END"
+
+
+def kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str) -> str:
+    """RECORD_METADATA of a Kafka record (NULL when snowflake.metadata.all=false)."""
     if not flags.all_:
         return "CAST(NULL AS VARIANT)"
     base = []
     if flags.topic:
-        base.append("'topic', topic")
+        base.append("'topic', source.topic")
     if flags.offset_and_partition:
-        base += ["'partition', partition", "'offset', offset"]
+        base += ["'partition', source.partition", "'offset', source.offset"]
     if flags.createtime:
-        times = [("'CreateTime', unix_millis(timestamp)", f"timestampType = {CREATE_TIME}"),
-                 ("'LogAppendTime', unix_millis(timestamp)", f"timestampType = {LOG_APPEND_TIME}"),
-                 (None, f"timestampType NOT IN ({CREATE_TIME}, {LOG_APPEND_TIME})")]
+        kind = "source.timestampType"
+        times = [("'CreateTime', unix_millis(timestamp)", f"{kind} = {CREATE_TIME}"),
+                 ("'LogAppendTime', unix_millis(timestamp)", f"{kind} = {LOG_APPEND_TIME}"),
+                 (None, f"{kind} NOT IN ({CREATE_TIME}, {LOG_APPEND_TIME})")]
     else:
         times = [(None, "true")]
-    push_sql = push_time_ms if isinstance(push_time_ms, str) else f"CAST({int(push_time_ms)} AS BIGINT)"
-    push = [f"'SnowflakeConnectorPushTime', {push_sql}"] if flags.connector_push_time else []
-    key = ("'key', CAST(key AS STRING)", "key IS NOT NULL", "key IS NULL")
-    headers = ("'headers', map_from_entries(transform(headers, "
-               "h -> struct(h.key, CAST(h.value AS STRING))))",
-               "coalesce(size(headers), 0) > 0", "coalesce(size(headers), 0) = 0")
-    branches = []
-    for time_field, time_condition in times:
-        for with_key in (True, False):
-            for with_headers in (True, False):
-                fields = base + ([time_field] if time_field else []) + push
-                fields += [key[0]] if with_key else []
-                fields += [headers[0]] if with_headers else []
-                condition = " AND ".join([time_condition, key[1] if with_key else key[2],
-                                          headers[1] if with_headers else headers[2]])
-                value = (f"to_variant_object(named_struct({', '.join(fields)}))" if fields
-                         else "parse_json('{}')")
-                branches.append(f"WHEN {condition} THEN {value}")
-    return "CASE " + " ".join(branches) + " END"
+    push = (f"'SnowflakeConnectorPushTime', {_push_sql(push_time_ms)}"
+            if flags.connector_push_time else None)
+    key = [("'key', CAST(key AS STRING)", "key IS NOT NULL"), (None, "key IS NULL")]
+    headers = [("'headers', map_from_entries(transform(headers, "
+                "h -> struct(h.key, CAST(h.value AS STRING))))", "coalesce(size(headers), 0) > 0"),
+               (None, "coalesce(size(headers), 0) = 0")]
+    # Field order as Snowflake's: coordinates, time, push time, key, headers.
+    options = [[(_join(*base, time_field), condition) for time_field, condition in times]]
+    if push:
+        options.append([(push, "true")])
+    return _object_sql(options + [key, headers])
+
+
+def kinesis_metadata_sql(flags: MetadataFlags, push_time_ms: int | str) -> str:
+    """RECORD_METADATA of a Kinesis record (NULL when snowflake.metadata.all=false)."""
+    if not flags.all_:
+        return "CAST(NULL AS VARIANT)"
+    fields = []
+    if flags.topic:
+        fields.append("'stream', source.stream")
+    if flags.offset_and_partition:
+        fields += ["'shardId', source.shardId", "'sequenceNumber', source.sequenceNumber"]
+    fields.append("'partitionKey', source.partitionKey")
+    if flags.createtime:
+        fields.append("'approximateArrivalTimestamp', unix_millis(timestamp)")
+    if flags.connector_push_time:
+        fields.append(f"'SnowflakeConnectorPushTime', {_push_sql(push_time_ms)}")
+    options = [[(", ".join(fields), "true")]]
+    if flags.offset_and_partition:  # only KPL-aggregated records have a sub-sequence number
+        options.append([("'subSequenceNumber', source.subSequenceNumber",
+                         "source.subSequenceNumber IS NOT NULL"),
+                        (None, "source.subSequenceNumber IS NULL")])
+    return _object_sql(options)
+
+
+def _join(*parts: str | None) -> str | None:
+    text = ", ".join(p for p in parts if p)
+    return text or None

@@ -13,7 +13,8 @@ from floeline.records.content import (
 from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
 
 CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
-_SOURCE = ("topic", "partition", "offset", "timestamp", "headers", "_error_class")
+# The record's source columns every shaped row carries (as _src_*), for bad records.
+_SOURCE = ("channel", "position", "timestamp", "headers", "source", "_error_class")
 
 
 def fields_of(merged_schema: str) -> dict[str, tuple[list[str], str]]:

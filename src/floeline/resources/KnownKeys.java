@@ -8,7 +8,7 @@ import org.apache.spark.sql.api.java.UDF1;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
- * The one-pass micro-batch's record check (see fastpath.py): TRUE when a Kafka value is
+ * The one-pass micro-batch's record check (see ingest/onepass.py): TRUE when a Kafka value is
  * valid UTF-8 and a JSON object whose top-level keys are all known, so from_json with
  * the table's schema reads all of it.
  *

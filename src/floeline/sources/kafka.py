@@ -1,15 +1,25 @@
-"""What floeline asks of the Kafka cluster itself, outside Spark's Kafka source: which
-partitions the subscription covers, where each partition starts and ends, and the
-connector's consumer-group offsets (advanced after each commit so Kafka's own lag
-tools, e.g. kafka-consumer-groups, show the connector's lag)."""
+"""The Kafka source: Spark's own Kafka source in the normalized layout, and what
+floeline asks of the Kafka cluster itself outside it (which partitions the
+subscription covers, where each partition starts and ends, and the connector's
+consumer-group offsets, advanced after each commit so Kafka's own lag tools, e.g.
+kafka-consumer-groups, show the connector's lag).
+
+A channel is a topic partition, `topic/partition` (a topic name cannot hold `/`); a
+position is the record's offset."""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 
 from floeline.errors import ServiceUnavailable
+from floeline.naming import table_for_topic
+from floeline.records.metadata import kafka_metadata_sql
+from floeline.sources.base import BatchEnd, Channel, Committed, Lag
+
+log = logging.getLogger("floeline")
 
 TIMEOUT_S = 15
 # Options for Spark's Kafka source. A micro-batch's tasks read up to the newest offset,
@@ -20,6 +30,147 @@ TIMEOUT_S = 15
 SPARK_SOURCE_OPTIONS = {"kafka.fetch.max.wait.ms": "10"}
 # Spark's Kafka source never subscribes to the broker's internal topics.
 _INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
+
+
+def channel_id(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}"
+
+
+def topic_partition(channel: str) -> tuple[str, int]:
+    topic, _, partition = channel.rpartition("/")
+    return topic, int(partition)
+
+
+class KafkaSource:
+    """Topics of one connector, read with Spark's Kafka source (see sources/base.py)."""
+
+    kind = "kafka"
+
+    def __init__(self, config):
+        self.config = config
+        self.cluster = KafkaCluster(config.bootstrap_servers)
+        self.group = group_id(config.name)
+        self.next_offsets: dict[tuple[str, int], int] = {}  # next offset to read, for lag
+        self.first_offsets: dict[tuple[str, int], int] = {}  # where the first batch starts
+        self.record_bytes: float | None = None  # sampled mean record size at start
+
+    def channels(self) -> list[Channel]:
+        counts = self.cluster.partitions(self.config.topics, self.config.topics_regex)
+        return [Channel(channel_id(t, p), t) for t, n in sorted(counts.items()) for p in range(n)]
+
+    def table_name(self, route: str) -> str:
+        return table_for_topic(route, self.config.topic_map)
+
+    def route_of(self, channel: str) -> str:
+        return topic_partition(channel)[0]
+
+    def start_offsets(self, committed: Committed) -> dict[tuple[str, int], int]:
+        """Where each partition starts when there is no Spark checkpoint: after the
+        offset its table holds; else the consumer group's offset (Snowflake's rule
+        when the offset token is NULL); else the earliest (-2)."""
+        partitions = [topic_partition(c.id) for c in self.channels()]
+        group = self.cluster.group_offsets(self.group, partitions)
+        earliest = self.cluster.earliest(partitions)
+        self.record_bytes = average_record_bytes(self.config.bootstrap_servers,
+                                                 self.cluster.latest(partitions), earliest)
+        starts = {}
+        for tp in partitions:
+            position = committed.positions.get(channel_id(*tp))
+            if position is not None:
+                starts[tp] = int(position) + 1
+            else:
+                starts[tp] = group.get(tp, -2)
+            self.next_offsets[tp] = starts[tp] if starts[tp] >= 0 else earliest[tp]
+        self.first_offsets = dict(self.next_offsets)
+        return starts
+
+    def records_per_partition(self) -> int:
+        """The per-partition batch bound: buffer.count.records, lowered so that a batch of
+        records of the sampled mean size stays within buffer.size.bytes."""
+        limit = self.config.count_records
+        if self.record_bytes:
+            limit = min(limit, max(1, int(self.config.size_bytes // self.record_bytes)))
+        return limit
+
+    def open(self, spark, committed: Committed, has_checkpoint: bool):
+        cfg = self.config
+        starts = self.start_offsets(committed)
+        reader = (spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+                  .option("includeHeaders", "true")
+                  .options(**SPARK_SOURCE_OPTIONS)
+                  .option("maxOffsetsPerTrigger",
+                          str(self.records_per_partition() * max(1, len(starts)))))
+        if cfg.topics_regex:
+            reader = reader.option("subscribePattern", cfg.topics_regex)
+        else:
+            reader = reader.option("subscribe", ",".join(cfg.topics))
+        if starts and not has_checkpoint:
+            reader = reader.option("startingOffsets", starting_offsets_json(starts))
+        else:
+            reader = reader.option("startingOffsets", "earliest")
+        return reader.load().selectExpr(*NORMALIZED_KAFKA)
+
+    def batch_end(self, offset_json: str) -> BatchEnd | None:
+        return batch_end_from_offsets(offset_json)
+
+    def start_of_first_batch(self) -> BatchEnd | None:
+        if not self.first_offsets:
+            return None
+        return BatchEnd({channel_id(*tp): str(o - 1) for tp, o in self.first_offsets.items() if o > 0})
+
+    def metadata_sql(self, flags, push_time_sql) -> str:
+        return kafka_metadata_sql(flags, push_time_sql)
+
+    def describe(self, fields: dict) -> str:
+        return f"topic={fields.get('topic')} partition={fields.get('partition')} offset={fields.get('offset')}"
+
+    def before_commit(self) -> None:
+        pass
+
+    def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
+        """Advance the consumer group to the new positions (lag tooling only)."""
+        nexts = {topic_partition(c): int(p) + 1 for c, p in positions.items()}
+        if not nexts:
+            return
+        self.next_offsets.update(nexts)
+        try:
+            self.cluster.commit_group_offsets(self.group, nexts)
+        except Exception as exc:  # lag reporting only; the table holds the truth
+            log.warning("could not advance consumer group %s: %s", self.group, exc)
+
+    def lag(self) -> Lag | None:
+        try:
+            latest = self.cluster.latest(self.next_offsets)
+        except Exception as exc:
+            log.warning("could not read latest offsets: %s", exc)
+            return None
+        return Lag(sum(max(0, latest[tp] - pos) for tp, pos in self.next_offsets.items()
+                       if tp in latest))
+
+    def close(self) -> None:
+        pass
+
+
+def batch_end_from_offsets(offset_json: str) -> BatchEnd | None:
+    """Spark's Kafka offsets, {"topic": {"0": next_offset}}, as last positions."""
+    try:
+        source = json.loads(offset_json)
+        nexts = {(t, int(p)): int(o) for t, parts in source.items() for p, o in parts.items()}
+    except (ValueError, AttributeError, TypeError):
+        return None
+    return BatchEnd({channel_id(*tp): str(o - 1) for tp, o in nexts.items() if o > 0})
+
+
+# The Kafka source's columns in the normalized layout (sources/base.py). Spark folds
+# `source.<field>` back into the Kafka column and prunes what a batch does not use.
+NORMALIZED_KAFKA = (
+    "concat(topic, '/', CAST(partition AS STRING)) AS channel",
+    "CAST(offset AS STRING) AS position",
+    "topic AS route", "key", "value", "headers", "timestamp",
+    "named_struct('topic', topic, 'partition', partition, 'offset', offset, "
+    "'timestampType', timestampType) AS source",
+)
 
 
 def group_id(connector: str) -> str:
@@ -57,8 +208,11 @@ class KafkaCluster:
         if not tps:
             return {}
         request = {TopicPartition(t, p): getattr(OffsetSpec, spec)() for t, p in tps}
-        futures = self.admin.list_offsets(request, request_timeout=TIMEOUT_S)
-        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+        def list_offsets():
+            futures = self.admin.list_offsets(request, request_timeout=TIMEOUT_S)
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        return retrying(f"listing {spec} offsets", list_offsets)
 
     def earliest(self, tps):
         return self._list_offsets(list(tps), "earliest")
@@ -74,7 +228,8 @@ class KafkaCluster:
         if not tps:
             return {}
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])
-        result = self.admin.list_consumer_group_offsets([request])[group].result()
+        result = retrying(f"reading consumer group {group}'s offsets",
+                          lambda: self.admin.list_consumer_group_offsets([request])[group].result())
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
                 if tp.offset >= 0}
 
@@ -87,6 +242,32 @@ class KafkaCluster:
         request = ConsumerGroupTopicPartitions(
             group, [TopicPartition(t, p, o) for (t, p), o in sorted(next_offsets.items())])
         self.admin.alter_consumer_group_offsets([request])[group].result()
+
+
+def retrying(what: str, call, bound_s: float = 60.0):
+    """`call()`, retried with backoff while it fails with an error Kafka calls
+    retriable (a coordinator still loading after a broker start, a leader election)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    transient = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                 KafkaError.NOT_COORDINATOR, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT,
+                 KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
+    started, attempt = time.monotonic(), 0
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            # librdkafka's admin results do not flag a loading coordinator as retriable.
+            retriable = (getattr(error, "retriable", lambda: False)()
+                         or getattr(error, "code", lambda: None)() in transient)
+            if not retriable or time.monotonic() - started > bound_s:
+                raise ServiceUnavailable(f"Kafka: {what} failed: {error or exc}") from exc
+            attempt += 1
+            delay = min(2.0, 0.1 * 2 ** attempt)
+            log.warning("Kafka: %s: %s; retry %d in %.1f s", what, error, attempt, delay)
+            time.sleep(delay)
 
 
 def average_record_bytes(bootstrap: str, latest: dict[tuple[str, int], int],

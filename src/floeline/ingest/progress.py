@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from floeline.sources.base import Lag
+
 
 @dataclass
 class BatchReport:
@@ -14,7 +16,7 @@ class BatchReport:
     errors: int = 0
     errors_by_table: dict[str, int] = field(default_factory=dict)  # rowsErrorCount per table
     skipped: int = 0  # tombstones ignored, records already committed (replays)
-    offsets_behind: int | None = None
+    behind: Lag | None = None  # how far the source's head is ahead of what is committed
     latency_p50_ms: int | None = None
     latency_max_ms: int | None = None
     duration_s: float = 0.0
@@ -27,7 +29,7 @@ class BatchReport:
 
     def line(self) -> str:
         tables = ", ".join(f"{t}={n}" for t, n in sorted(self.rows_written.items())) or "-"
-        behind = "?" if self.offsets_behind is None else str(self.offsets_behind)
+        behind = "?" if self.behind is None else str(self.behind)
         if self.latency_p50_ms is None:
             latency = "-"
         else:

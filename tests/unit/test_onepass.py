@@ -1,6 +1,9 @@
 """When a micro-batch may take one pass, and what that pass checks (no Spark)."""
 
-from floeline import fastpath, jvm
+from floeline import jvm
+from floeline.ingest import onepass as fastpath
+from floeline.sources.base import BatchEnd
+from floeline.sources.kafka import batch_end_from_offsets
 from floeline.warehouse.tables import Column, TableSchema
 
 ORDERS = TableSchema((Column("RECORD_METADATA", "variant"), Column("ORDER_ID", "decimal(38,0)"),
@@ -59,8 +62,11 @@ def test_not_null_columns_are_checked_per_record():
     assert "j.`id` IS NULL" in plan.check
 
 
-def test_batch_offsets_read_sparks_offset_log(tmp_path):
+def test_batch_end_reads_sparks_offset_log(tmp_path):
     (tmp_path / "offsets").mkdir()
-    (tmp_path / "offsets" / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"orders":{"0":12,"1":7}}\n')
-    assert fastpath.batch_offsets(str(tmp_path), 3) == {("orders", 0): 12, ("orders", 1): 7}
-    assert fastpath.batch_offsets(str(tmp_path), 4) is None
+    (tmp_path / "offsets" / "3").write_text('v1\n{"batchWatermarkMs":0}\n{"orders":{"0":12,"1":0}}\n')
+    entry = fastpath.offset_log_entry(str(tmp_path), 3)
+    # next offset 12 -> the batch's last position is 11; partition 1 has nothing yet
+    assert batch_end_from_offsets(entry) == BatchEnd({"orders/0": "11"})
+    assert fastpath.offset_log_entry(str(tmp_path), 4) is None
+    assert batch_end_from_offsets("not json") is None

@@ -1,0 +1,168 @@
+"""The streaming job: one Spark Structured Streaming query per connector, reading its
+source (sources/) in the normalized layout; each micro-batch is routed to its tables,
+shaped by each table's pipe and committed with the channels' positions.
+
+Per micro-batch (foreachBatch):
+  - steady state: one pass straight into the table (onepass.py); anything unusual in
+    the batch fails that pass before Delta commits and the batch goes on below;
+  - the general path (general.py): decode, check, route, then per table the table sink
+    (table_sink.py) and the bad-record router (bad_records.py);
+  - after the commits: the source mirrors the positions (Kafka consumer group, Kinesis
+    lease table) and one progress line is printed (progress.py).
+Nothing here knows which source it reads."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from floeline.config import ConnectorConfig
+from floeline.errors import FloelineError
+from floeline.ingest.general import run_general_batch
+from floeline.ingest.onepass import batch_range, run_one_pass_batch
+from floeline.ingest.pipeline import Pipeline
+from floeline.ingest.progress import BatchReport
+from floeline.ingest.table_sink import first_lines
+from floeline.sources import source_for
+
+log = logging.getLogger("floeline")
+
+
+class Connector:
+    """One connector: its config, its source, its tables, its streaming query."""
+
+    def __init__(self, config: ConnectorConfig, spark, out=None, source=None):
+        self.config = config
+        self.spark = spark
+        self.out = out or sys.stdout
+        self.source = source if source is not None else source_for(config)
+        self.pipeline = Pipeline(config, spark, self.source)
+        self.reports: list[BatchReport] = []
+        self.failure: BaseException | None = None
+        self._stop = threading.Event()
+
+    @property
+    def row_errors(self) -> dict[str, int]:
+        """Rows rejected per table (rowsErrorCount)."""
+        return self.pipeline.bad.row_errors
+
+    # ---- the streaming query -------------------------------------------------------
+
+    def _has_checkpoint(self) -> bool:
+        offsets_dir = os.path.join(self.config.checkpoint_dir, "offsets")
+        return os.path.isdir(offsets_dir) and bool(os.listdir(offsets_dir))
+
+    def build_stream(self):
+        """The source's streaming DataFrame, each channel starting right after the
+        position its table holds."""
+        channels = self.source.channels()
+        self.pipeline.routes = sorted({c.route for c in channels})
+        committed = self.pipeline.committed(channels)
+        return self.source.open(self.spark, committed, self._has_checkpoint())
+
+    def run(self, until_caught_up: bool = False) -> None:
+        """Run the connector: until the source is caught up, or until stopped by
+        SIGINT/SIGTERM (or `stop()`). Raises the batch's error when one failed."""
+        try:
+            self._run(until_caught_up)
+        finally:
+            self.source.close()
+
+    def _run(self, until_caught_up: bool) -> None:
+        writer = (self.build_stream().writeStream
+                  .foreachBatch(self._process_batch_safely)
+                  .option("checkpointLocation", self.config.checkpoint_dir)
+                  .queryName(f"floeline-{self.config.name}"))
+        if until_caught_up:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.config.flush_time_s} seconds")
+        query = writer.start()
+        restore = _install_stop_signals(self._stop)
+        try:
+            # A short wait: --until-caught-up returns as soon as the last batch is done.
+            while query.isActive and not self._stop.is_set():
+                query.awaitTermination(0.1)
+        except Exception as exc:
+            if self.failure is None:  # the query failed outside a batch (source, planning)
+                raise FloelineError(f"connector {self.config.name} stopped: "
+                                    f"{first_lines(str(exc))}") from exc
+        finally:
+            if query.isActive:
+                # Let a micro-batch in flight finish its commits before stopping.
+                deadline = time.time() + 120
+                while query.isActive and query.status["isTriggerActive"] and time.time() < deadline:
+                    time.sleep(0.2)
+                query.stop()
+            restore()
+        if self.failure is not None:
+            raise self.failure
+        if query.exception() is not None:
+            raise FloelineError(f"connector {self.config.name} stopped: "
+                                f"{first_lines(str(query.exception()))}")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _process_batch_safely(self, df, batch_id: int) -> None:
+        try:
+            self.process_batch(df, batch_id)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    # ---- one micro-batch -----------------------------------------------------------
+
+    def process_batch(self, df, batch_id: int) -> BatchReport:
+        started = time.time()
+        bounds = batch_range(self.pipeline, batch_id)
+        finished: set[str] = set()
+        result = None
+        if bounds is not None:
+            start, end = bounds
+            finished = set(end.finished - start.finished)
+            result = run_one_pass_batch(self.pipeline, df, batch_id, started, start, end)
+        if result is None:
+            result = run_general_batch(self.pipeline, df, batch_id, started, finished)
+        report, positions, mids, ts_min = result
+        return self._finish(report, started, positions, finished, mids, ts_min)
+
+    def _finish(self, report: BatchReport, started: float, positions: dict[str, str],
+                finished: set[str], mids: list[tuple[int, int]], ts_min: int | None) -> BatchReport:
+        """Mirror the positions to the source, measure lag and latency, print the
+        progress line. `mids` holds (median timestamp, records) per channel or batch."""
+        if (positions and report.records_read) or finished:
+            self.source.after_commit(positions, finished)
+        if report.records_read and ts_min is not None:
+            committed_ms = int(time.time() * 1000)
+            # p50 over the batch: the record-weighted median of the channels' medians.
+            half, running = report.records_read / 2, 0
+            for mid, records in sorted((m, r) for m, r in mids if m is not None):
+                running += records
+                if running >= half:
+                    report.latency_p50_ms = committed_ms - mid
+                    break
+            report.latency_max_ms = committed_ms - ts_min
+        report.behind = self.source.lag()
+        report.duration_s = time.time() - started
+        self.reports.append(report)
+        print(report.line(), file=self.out, flush=True)
+        return report
+
+
+def _install_stop_signals(stop: threading.Event):
+    """SIGINT/SIGTERM ask the connector to stop after the current batch."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop.set())
+
+    def restore():
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return restore

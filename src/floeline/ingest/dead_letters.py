@@ -1,0 +1,162 @@
+"""Dead-letter queues: where bad records go instead of their table when
+errors.tolerance=all. One interface, one implementation per queue:
+
+- KafkaTopicQueue (errors.deadletterqueue.topic.name): the record as it came, with
+  Kafka Connect's error headers (`__connect.errors.*`), so tools built for Kafka
+  Connect's DLQ read floeline's unchanged.
+- KinesisStreamQueue (errors.deadletterqueue.stream.name): a JSON document per record
+  holding the data (base64) and the error context as fields, keyed by the record's
+  partition key.
+Without a queue, bad records go to the error table `<TABLE>_ERRORS` (bad_records.py).
+
+A queue is written and flushed before the batch's table commit: a record is in the
+table or in the queue, never neither. (A crash between the two can send a record to
+the queue twice; its coordinates identify the copies.)"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from floeline.errors import ServiceUnavailable
+
+
+@dataclass
+class BadRecord:
+    """One record that cannot go to its table, with its original bytes."""
+    channel: str
+    position: str
+    source_fields: dict  # the source's own coordinates (topic/partition/offset, stream/shard/...)
+    timestamp_ms: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    stage: str = ""
+    error: str = ""
+    error_class: str = "DataException"
+
+
+class DeadLetterQueue(Protocol):
+    def send(self, records: list[BadRecord]) -> None:
+        """Deliver every record, or raise (nothing of the batch is committed then)."""
+
+
+def dead_letter_queue_for(config) -> DeadLetterQueue | None:
+    """The connector's dead-letter queue, or None (bad records go to <TABLE>_ERRORS)."""
+    if config.dlq_topic:
+        return KafkaTopicQueue(config.bootstrap_servers, config.dlq_topic, config.name,
+                               config.dlq_context_headers)
+    if config.kinesis is not None and config.kinesis.dlq_stream:
+        return KinesisStreamQueue(config.kinesis.aws, config.kinesis.dlq_stream, config.name)
+    return None
+
+
+# ---- Kafka topic ---------------------------------------------------------------------
+
+
+def error_headers(record: BadRecord, connector: str) -> list[tuple[str, bytes]]:
+    """Kafka Connect's DLQ context headers for `record`."""
+    source = record.source_fields
+    fields = {
+        "topic": str(source.get("topic", record.channel)),
+        "partition": str(source.get("partition", "")), "offset": str(source.get("offset", record.position)),
+        "connector.name": connector, "stage": _connect_stage(record.stage),
+        "class.name": "floeline." + record.stage.replace(" ", "_"),
+        "exception.class.name": record.error_class,
+        "exception.message": record.error,
+        "exception.stacktrace": f"{record.error_class}: {record.error}\n\tat floeline {record.stage}",
+    }
+    return [(f"__connect.errors.{k}", v.encode("utf-8")) for k, v in fields.items()]
+
+
+def _connect_stage(stage: str) -> str:
+    """Kafka Connect's stage names (KEY_CONVERTER, VALUE_CONVERTER, TRANSFORMATION, TASK_PUT)."""
+    return {"key converter": "KEY_CONVERTER", "value converter": "VALUE_CONVERTER",
+            "transform": "TRANSFORMATION"}.get(stage, "TASK_PUT")
+
+
+class KafkaTopicQueue:
+    def __init__(self, bootstrap: str, topic: str, connector: str, context_headers: bool = True,
+                 timeout_s: float = 30.0):
+        self.bootstrap, self.topic, self.connector = bootstrap, topic, connector
+        self.context_headers, self.timeout_s = context_headers, timeout_s
+
+    def send(self, records: list[BadRecord]) -> None:
+        """Produce `records` to the DLQ topic and wait until the broker has them all."""
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                             "message.max.bytes": 64 * 1024 * 1024})
+        failures: list[str] = []
+
+        def delivered(err, _msg):
+            if err is not None:
+                failures.append(str(err))
+
+        for record in records:
+            headers = list(record.headers) + (error_headers(record, self.connector)
+                                              if self.context_headers else [])
+            kwargs = {"key": record.key, "value": record.value, "headers": headers,
+                      "on_delivery": delivered}
+            if record.timestamp_ms is not None:
+                kwargs["timestamp"] = record.timestamp_ms
+            producer.produce(self.topic, **kwargs)
+            producer.poll(0)
+        remaining = producer.flush(self.timeout_s)
+        if remaining or failures:
+            raise ServiceUnavailable(
+                f"could not write {remaining or len(failures)} bad record(s) to the dead-letter queue "
+                f"topic {self.topic!r} ({'; '.join(failures[:3]) or 'timed out'}); nothing of this "
+                f"batch was committed. Check the broker and that the topic exists (or may be "
+                f"auto-created).")
+
+
+# ---- Kinesis stream ------------------------------------------------------------------
+
+
+def kinesis_dead_letter(record: BadRecord, connector: str) -> dict:
+    """The JSON document a bad record becomes in the Kinesis dead-letter stream."""
+    return {
+        "connector": connector, "stage": record.stage, "error": record.error,
+        "errorClass": record.error_class, "channel": record.channel, "position": record.position,
+        **{k: v for k, v in record.source_fields.items() if v is not None},
+        "timestampMs": record.timestamp_ms,
+        "key": None if record.key is None else base64.b64encode(record.key).decode("ascii"),
+        "data": None if record.value is None else base64.b64encode(record.value).decode("ascii"),
+    }
+
+
+class KinesisStreamQueue:
+    # PutRecords takes at most 500 records and 5 MB per call.
+    _BATCH = 500
+
+    def __init__(self, aws, stream: str, connector: str):
+        self.aws, self.stream, self.connector = aws, stream, connector
+        self._client = None
+
+    def send(self, records: list[BadRecord]) -> None:
+        """PutRecords to the DLQ stream; failed entries (throttled) are sent again."""
+        from floeline.sources import aws as aws_calls
+
+        if self._client is None:
+            self._client = aws_calls.client("kinesis", self.aws)
+        entries = [{"Data": json.dumps(kinesis_dead_letter(r, self.connector)).encode("utf-8"),
+                    "PartitionKey": (r.source_fields.get("partitionKey") or r.channel)[:256]}
+                   for r in records]
+        what = f"Kinesis PutRecords to the dead-letter stream {self.stream}"
+        for start in range(0, len(entries), self._BATCH):
+            pending = entries[start:start + self._BATCH]
+            for _attempt in range(10):
+                result = aws_calls.call(what, self._client.put_records, StreamName=self.stream,
+                                        Records=pending, endpoint=self.aws.kinesis_endpoint)
+                if not result.get("FailedRecordCount"):
+                    break
+                pending = [e for e, r in zip(pending, result["Records"]) if r.get("ErrorCode")]
+                time.sleep(min(2.0, 0.1 * 2 ** _attempt))  # throttled entries: back off
+            else:
+                raise ServiceUnavailable(
+                    f"{what}: {len(pending)} record(s) still failing after 10 attempts; nothing of "
+                    f"this batch was committed")

@@ -1,0 +1,164 @@
+"""The general path of a micro-batch: every record is decoded and checked, so any
+batch can take it (new keys, bad records, tombstones, replays, several tables,
+user-defined pipes, converters and transforms).
+
+  1. decode: converters and transforms in Python when the config needs them; parse
+     values to VARIANT; RECORD_METADATA from the source's fields; classify bad records;
+  2. one statistics pass per (channel, route): positions, counts, keys, latency;
+  3. errors.tolerance=none: the batch's first bad record stops the connector before
+     any table commits (with several tables, every table's rows are checked first);
+  4. per table: the table sink (table_sink.py) appends the rows with the channels'
+     new positions in one Delta commit."""
+
+from __future__ import annotations
+
+import time
+
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+
+from floeline.ingest.progress import BatchReport
+from floeline.records.content import (
+    PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
+from floeline.records.decode import decode_frame
+from floeline.sources.base import (
+    earlier_position, later_position, max_position_sql, min_position_sql)
+
+
+class Phases:
+    """Seconds spent per phase of a batch, shown with FLOELINE_PROFILE=1."""
+
+    def __init__(self, report: BatchReport):
+        self.report, self.last = report, time.time()
+
+    def __call__(self, name: str) -> None:
+        now = time.time()
+        self.report.phases[name] = self.report.phases.get(name, 0.0) + now - self.last
+        self.last = now
+
+
+def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set[str]):
+    """Process the batch on the general path. Returns the report, the channels' last
+    positions and the per-channel (median timestamp, records) for latency."""
+    cfg = pipeline.config
+    report = BatchReport(batch_id)
+    # Cached for the batch: only what routing, the pipe, the commit and the DLQ read.
+    rows = records(pipeline, df, started).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        phase = Phases(report)
+        groups = rows.groupBy("channel", "_route").agg(
+            F.expr(min_position_sql("position")).alias("first"),
+            F.expr(max_position_sql("position")).alias("last"),
+            F.count(F.lit(1)).alias("records"), F.count("_error").alias("bad"),
+            F.count(F.when(F.col("_tombstone"), 1)).alias("tombstones"),
+            F.count(F.when(F.col("_skip"), 1)).alias("filtered"),
+            F.min(F.unix_millis("timestamp")).alias("ts_min"),
+            F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"),
+            F.expr("schema_of_variant_agg(CASE WHEN _error IS NULL THEN v END)").alias("keys"),
+        ).collect()
+        phase("read+stats")
+        report.records_read = sum(g["records"] for g in groups)
+        by_table: dict[str, tuple[set[str], dict]] = {}
+        for g in groups:
+            state = pipeline.tables.state(pipeline.table_ref(g["_route"]))
+            routes, channels = by_table.setdefault(state.ref.full_name, (set(), {}))
+            routes.add(g["_route"])
+            _merge_channel(channels, g["channel"], g)
+        # Channels finished in this batch are recorded by the tables of their routes.
+        finished_by_table = _finished_by_table(pipeline, finished)
+        for name in finished_by_table:
+            by_table.setdefault(name, (set(), {}))
+        if cfg.errors_tolerance == "none" and any(g["bad"] for g in groups):
+            # The batch's first bad record stops the connector before any table commits.
+            pipeline.bad.divert(rows, "_error", "_stage", None, report, None)
+        writes = [(pipeline.tables.states[name], rows.where(
+            f"_route IN ({', '.join(sql_string(r) for r in sorted(routes))})" if routes else "false"),
+            channels) for name, (routes, channels) in by_table.items()]
+        if cfg.errors_tolerance == "none" and len(writes) > 1:
+            # A row error in any table must stop the batch before the first commit.
+            for state, table_rows, channels in writes:
+                pipeline.sink.write(state, table_rows, channels, set(), BatchReport(batch_id),
+                                    Phases(BatchReport(batch_id)), check_only=True)
+        for state, table_rows, channels in writes:
+            if not channels and not _has_table(pipeline, state):
+                continue  # a finished channel whose table does not exist yet: nothing to hold
+            pipeline.sink.write(state, table_rows, channels,
+                                finished_by_table.get(state.ref.full_name, set()), report, phase)
+        positions: dict[str, str] = {}
+        for g in groups:
+            positions[g["channel"]] = later_position(positions.get(g["channel"]), g["last"])
+        mids = [(g["ts_mid"], g["records"]) for g in groups]
+        ts_min = min((g["ts_min"] for g in groups if g["ts_min"] is not None), default=None)
+        return report, positions, mids, ts_min
+    finally:
+        rows.unpersist()
+
+
+def records(pipeline, df, started: float):
+    """The batch's records, decoded: channel, position, the route after transforms
+    (`_route`), the value as VARIANT (`v`), why a record cannot be ingested (`_error`,
+    `_stage`), RECORD_METADATA (`_meta`), and the original bytes (`_raw_key`,
+    `_raw_value`, `headers`, `timestamp`, `source`) for bad records."""
+    cfg = pipeline.config
+    if pipeline.decode:
+        # Converters and transforms in Python; the columns below read their output.
+        df = decode_frame(df, cfg).selectExpr(
+            "channel", "position", "route", "timestamp", "headers", "source",
+            "key AS _raw_key", "value AS _raw_value",
+            "CAST(_key_text AS BINARY) AS key", "CAST(_value_json AS BINARY) AS value",
+            "_route_topic AS _route", "_skip", "_decode_error", "_decode_stage", "_error_class")
+        routes = {r: pipeline.routed(r) for r in pipeline.routes}
+        if any(r != routed for r, routed in routes.items()):
+            # A record a Filter dropped or a transform failed on has no routed route of
+            # its own: it belongs with its route's other records (positions, error table).
+            lookup = "map(" + ", ".join(f"{sql_string(r)}, {sql_string(t)}"
+                                        for r, t in sorted(routes.items())) + ")"
+            df = df.withColumn("_route", F.expr(
+                f"CASE WHEN _skip OR _decode_error IS NOT NULL THEN "
+                f"coalesce(element_at({lookup}, route), route) ELSE _route END"))
+    else:
+        df = df.selectExpr(
+            "*", "key AS _raw_key", "value AS _raw_value", "route AS _route",
+            "false AS _skip", "CAST(NULL AS STRING) AS _decode_error",
+            "CAST(NULL AS STRING) AS _decode_stage", "CAST(NULL AS STRING) AS _error_class")
+    parse_error = PARSE_ERROR_SQL if cfg.schematization else PARSE_ERROR_ANY_JSON_SQL
+    metadata = pipeline.source.metadata_sql(cfg.metadata, int(started * 1000))
+    return df.selectExpr("*", f"{PARSE_VALUE_SQL} AS v").selectExpr(
+        "channel", "position", "timestamp", "headers", "source", "_raw_key", "_raw_value",
+        "_route", "_skip",
+        "value IS NULL AND _decode_error IS NULL AND NOT _skip AS _tombstone", "v",
+        f"CASE WHEN _skip THEN NULL ELSE coalesce(_decode_error, {parse_error}) END AS _error",
+        "CASE WHEN _decode_error IS NOT NULL THEN _decode_stage ELSE 'value converter' END AS _stage",
+        "coalesce(_error_class, 'DataException') AS _error_class",
+        f"{metadata} AS _meta",
+    )
+
+
+def _finished_by_table(pipeline, finished: set[str]) -> dict[str, set[str]]:
+    by_table: dict[str, set[str]] = {}
+    for channel in finished:
+        route = pipeline.source.route_of(channel)
+        state = pipeline.tables.state(pipeline.table_ref(pipeline.routed(route)))
+        by_table.setdefault(state.ref.full_name, set()).add(channel)
+    return by_table
+
+
+def _has_table(pipeline, state) -> bool:
+    return pipeline.tables.schema(state) is not None
+
+
+def _merge_channel(channels: dict, channel: str, group) -> None:
+    """Add one (channel, route) group's statistics to the channel's."""
+    old = channels.get(channel)
+    new = {k: group[k] for k in ("first", "last", "records", "bad", "tombstones", "filtered",
+                                 "ts_min", "ts_mid")}
+    new["keys"] = {group["keys"]}
+    if old is None:
+        channels[channel] = new
+        return
+    for k in ("records", "bad", "tombstones", "filtered"):
+        old[k] += new[k]
+    old["first"] = earlier_position(old["first"], new["first"])
+    old["last"] = later_position(old["last"], new["last"])
+    old["ts_min"] = min(old["ts_min"], new["ts_min"])
+    old["keys"] |= new["keys"]

@@ -1,0 +1,155 @@
+"""What every source gives the shared pipeline: its channels, a Spark streaming
+DataFrame of their records in one normalized layout, starting each channel right
+after the position its table holds, and what to do after a commit.
+
+A channel is the unit of order and of exactly-once (a Kafka topic partition, a
+Kinesis shard, a staged file); its id is a string (`orders/0`, `events/shardId-0001`).
+A position is a record's place in its channel as a digit string, compared as a number
+of any length (Kafka offsets; Kinesis sequence numbers, which run past 64 bits), so
+`"10" > "9"`. Positions are never compared as text or cast to 64-bit integers.
+
+The normalized layout (NORMALIZED_COLUMNS) is what every source's `open` returns:
+
+  channel    string   the channel id
+  position   string   the record's position in its channel (digits)
+  route      string   what routing maps to a table: the topic / stream name
+  key        binary   Kafka key; Kinesis partition key (UTF-8)
+  value      binary   the record's bytes (NULL: a tombstone)
+  headers    array<struct<key: string, value: binary>>   (empty where a source has none)
+  timestamp  timestamp  Kafka's record timestamp; Kinesis ApproximateArrivalTimestamp
+  source     struct   the source's own fields, for RECORD_METADATA (source.metadata_sql)
+                      and for the transforms' Kafka coordinates (`partition`, `offset`,
+                      `timestampType` when the source has them)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+NORMALIZED_COLUMNS = ("channel", "position", "route", "key", "value", "headers", "timestamp",
+                      "source")
+
+
+def position_key(position: str) -> tuple[int, str]:
+    """Sort key of a position: numeric order for digit strings of any length."""
+    return len(position), position
+
+
+def position_after(a: str, b: str) -> bool:
+    """True when position `a` comes after `b`."""
+    return position_key(a) > position_key(b)
+
+
+def later_position(a: str | None, b: str | None) -> str | None:
+    """The later of two positions (None: no position)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return a if position_after(a, b) else b
+
+
+def earlier_position(a: str | None, b: str | None) -> str | None:
+    """The earlier of two positions (None: no position)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return b if position_after(a, b) else a
+
+
+def position_after_sql(column: str, other: str) -> str:
+    """SQL: TRUE when the position in `column` comes after the one in `other` (both
+    SQL expressions of canonical digit strings)."""
+    return (f"(length({column}) > length({other}) OR "
+            f"(length({column}) = length({other}) AND {column} > {other}))")
+
+
+def max_position_sql(column: str) -> str:
+    """SQL aggregate: the latest position in `column`."""
+    return f"max(named_struct('n', length({column}), 'p', {column})).p"
+
+
+def min_position_sql(column: str) -> str:
+    """SQL aggregate: the earliest position in `column`."""
+    return f"min(named_struct('n', length({column}), 'p', {column})).p"
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One channel a source reads, and the route (topic / stream) its records take."""
+
+    id: str
+    route: str
+
+
+@dataclass
+class Committed:
+    """What the tables hold for a connector: the last committed position per channel
+    and the channels that are finished (a closed shard, a loaded file)."""
+
+    positions: dict[str, str] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class BatchEnd:
+    """Where a micro-batch ends, from the source's own entry in Spark's offset log:
+    the last position read per channel (channels with nothing read yet are absent)
+    and the channels finished by the end of it."""
+
+    positions: dict[str, str]
+    finished: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far the committed positions are behind the source's head."""
+
+    value: int
+    unit: str = ""  # "" for records, "ms" for time behind
+
+    def __str__(self) -> str:
+        return f"{self.value}{self.unit}"
+
+
+class Source(Protocol):
+    """A source of records for the shared pipeline (see the module docstring)."""
+
+    kind: str  # "kafka", "kinesis", ...
+
+    def channels(self) -> list[Channel]:
+        """The channels the source reads now (Kafka: every partition of the topics)."""
+
+    def table_name(self, route: str) -> str:
+        """The table name records of `route` go to (before a transform renames routes)."""
+
+    def route_of(self, channel: str) -> str:
+        """The route (topic / stream) of a channel id."""
+
+    def open(self, spark, committed: Committed, has_checkpoint: bool):
+        """The streaming DataFrame in the normalized layout. Without a Spark checkpoint,
+        each channel starts right after its committed position (else where the source's
+        own fallback says: consumer group, lease table, initial position)."""
+
+    def batch_end(self, offset_json: str) -> BatchEnd | None:
+        """The BatchEnd described by this source's JSON in Spark's offset log."""
+
+    def start_of_first_batch(self) -> BatchEnd | None:
+        """Where the query's first batch starts (the resolved start positions)."""
+
+    def metadata_sql(self, flags, push_time_sql: str) -> str:
+        """SQL over the normalized columns: RECORD_METADATA as a VARIANT."""
+
+    def describe(self, source_fields: dict) -> str:
+        """A record's coordinates for messages: `topic=orders partition=0 offset=5`."""
+
+    def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
+        """Mirror committed positions where the source's tools look (Kafka consumer
+        group, Kinesis lease table). Never the truth: the tables are."""
+
+    def lag(self) -> Lag | None:
+        """How far behind the source's head the committed positions are, or None."""
+
+    def records_per_batch(self) -> int | None:
+        """The per-batch read bound derived from buffer.count.records / size.bytes."""
+
+    def close(self) -> None:
+        """Release clients, leases and threads."""

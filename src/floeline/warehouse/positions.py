@@ -1,0 +1,63 @@
+"""Channel positions kept in the destination table.
+
+Each commit floeline makes to a table carries, in the Delta commit's userMetadata
+(written atomically with the rows), the last position of every channel of that
+connector that ever wrote to the table, and the channels that are finished (a closed
+Kinesis shard). So the table alone says where to resume: a replayed batch, a lost
+Spark checkpoint or a killed process never duplicates or loses rows.
+
+Channels are named as their source names them (`orders/0` for Kafka topic `orders`
+partition 0, `events/shardId-000000000001` for a Kinesis shard); positions are digit
+strings (sources/base.py). Tables written before floeline had sources hold Kafka
+offsets as [topic, partition, offset] triples; they are read as `topic/partition`
+channels, so those tables resume where they stopped."""
+
+from __future__ import annotations
+
+import json
+
+from floeline.sources.base import Committed
+from floeline.warehouse.catalog import TableRef
+
+_MARK = "floeline.channels"
+
+
+def commit_metadata(connector: str, committed: Committed) -> str:
+    """The userMetadata of a commit: this connector's channel positions for the table."""
+    entry = {"connector": connector, "positions": dict(sorted(committed.positions.items()))}
+    if committed.finished:
+        entry["finished"] = sorted(committed.finished)
+    return json.dumps({_MARK: entry})
+
+
+def parse_commit_metadata(text: str | None, connector: str) -> Committed | None:
+    """The channel positions in a commit's userMetadata when this connector wrote it."""
+    if not text or _MARK not in text:
+        return None
+    try:
+        entry = json.loads(text)[_MARK]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if entry.get("connector") != connector:
+        return None
+    if "offsets" in entry:  # written before sources: Kafka [topic, partition, offset]
+        return Committed({f"{t}/{int(p)}": str(int(o)) for t, p, o in entry["offsets"]})
+    return Committed({str(c): str(p) for c, p in entry.get("positions", {}).items()},
+                     set(entry.get("finished", [])))
+
+
+def read_committed(spark, ref: TableRef, connector: str) -> Committed:
+    """What this connector last committed to the table, from the newest commit that
+    carries its positions; empty for a new table."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, ref.path):
+        return Committed()
+    rows = (DeltaTable.forPath(spark, ref.path).history()
+            .where(f"userMetadata LIKE '%{_MARK}%'")
+            .select("version", "userMetadata").orderBy("version", ascending=False).collect())
+    for row in rows:
+        committed = parse_commit_metadata(row["userMetadata"], connector)
+        if committed is not None:
+            return committed
+    return Committed()
