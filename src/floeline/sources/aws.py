@@ -1,0 +1,125 @@
+"""AWS clients for the Kinesis source (Kinesis, DynamoDB) and the one retry rule every
+call to them follows.
+
+A call that fails with an error AWS calls retriable (throttling such as
+ProvisionedThroughputExceededException, a 5xx, a connection that cannot be opened or
+was dropped) is retried with exponential backoff and jitter until a time bound is
+spent; each retry is logged once. Anything else (a stream that does not exist, bad
+credentials, a malformed request) is raised at once: retrying cannot fix it.
+botocore's own retries are off so that there is exactly one retry policy."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Any, Callable
+
+from floeline.config.kinesis import AwsSettings
+from floeline.errors import ConfigError, FloelineError, ServiceUnavailable
+
+log = logging.getLogger("floeline")
+
+# Error codes AWS documents as retriable for Kinesis and DynamoDB.
+RETRIABLE_CODES = frozenset({
+    "ProvisionedThroughputExceededException", "LimitExceededException", "ThrottlingException",
+    "Throttling", "ThrottledException", "RequestLimitExceeded", "KMSThrottlingException",
+    "InternalFailure", "InternalServerError", "InternalFailureException", "ServiceUnavailable",
+    "ServiceUnavailableException", "RequestTimeout", "RequestTimeoutException",
+    "TransactionConflictException", "SlowDown",
+})
+# Codes that mean the settings are wrong, with the setting to check.
+_SETTING_CODES = {
+    "UnrecognizedClientException": "aws.access.key.id / aws.secret.access.key",
+    "InvalidClientTokenId": "aws.access.key.id / aws.secret.access.key",
+    "InvalidSignatureException": "aws.secret.access.key",
+    "SignatureDoesNotMatch": "aws.secret.access.key",
+    "AccessDeniedException": "the IAM policy of these credentials",
+    "AccessDenied": "the IAM policy of these credentials",
+}
+DEFAULT_RETRY_BOUND_S = 120.0
+
+
+def client(service: str, aws: AwsSettings):
+    """A boto3 client for `service` ("kinesis" or "dynamodb") with the settings'
+    region, credentials and endpoint; botocore's retries off (see `call`)."""
+    import boto3
+    import botocore.config
+
+    endpoint = {"kinesis": aws.kinesis_endpoint, "dynamodb": aws.dynamodb_endpoint}.get(service)
+    session = boto3.session.Session(aws_access_key_id=aws.access_key_id,
+                                    aws_secret_access_key=aws.secret_access_key,
+                                    region_name=aws.region)
+    if not session.region_name:
+        raise ConfigError(f"no AWS region for {service}: set aws.region (e.g. us-east-1)")
+    config = botocore.config.Config(retries={"max_attempts": 1, "mode": "standard"},
+                                    connect_timeout=5, read_timeout=30,
+                                    max_pool_connections=32)
+    return session.client(service, endpoint_url=endpoint, config=config)
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The AWS error code of a botocore ClientError, else None."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return response.get("Error", {}).get("Code")
+    return None
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """True for throttling, 5xx and connection problems (AWS's retriable errors)."""
+    import botocore.exceptions as bex
+
+    if isinstance(exc, (bex.EndpointConnectionError, bex.ConnectionClosedError,
+                        bex.ReadTimeoutError, bex.ConnectTimeoutError, bex.ConnectionError)):
+        return True
+    code = error_code(exc)
+    if code in RETRIABLE_CODES:
+        return True
+    status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0) \
+        if isinstance(getattr(exc, "response", None), dict) else 0
+    return status >= 500
+
+
+def call(what: str, fn: Callable[..., Any], *, bound_s: float = DEFAULT_RETRY_BOUND_S,
+         endpoint: str | None = None, passthrough: frozenset[str] = frozenset(), **kwargs) -> Any:
+    """`fn(**kwargs)`, retrying retriable errors with backoff for up to `bound_s`
+    seconds. `what` names the call in messages ("Kinesis GetRecords on shard X").
+    Errors whose code is in `passthrough` (e.g. ExpiredIteratorException,
+    ConditionalCheckFailedException) are raised as they are, for the caller to handle."""
+    started, attempt = time.monotonic(), 0
+    while True:
+        try:
+            return fn(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if error_code(exc) in passthrough:
+                raise
+            if not is_retriable(exc):
+                raise terminal_error(what, exc, endpoint) from exc
+            attempt += 1
+            waited = time.monotonic() - started
+            if waited >= bound_s:
+                raise ServiceUnavailable(
+                    f"{what} still failing after {attempt} attempts over {waited:.0f} s: "
+                    f"{_reason(exc)}. Check that {endpoint or 'AWS'} is reachable and the "
+                    f"stream's throughput limits.") from exc
+            delay = min(5.0, 0.1 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
+            log.warning("%s: %s; retry %d in %.1f s", what, _reason(exc), attempt, delay)
+            time.sleep(delay)
+
+
+def terminal_error(what: str, exc: BaseException, endpoint: str | None) -> Exception:
+    """The exception to raise for an error retrying cannot fix."""
+    code = error_code(exc)
+    if code in _SETTING_CODES:
+        return ConfigError(f"{what} was refused ({code}): check {_SETTING_CODES[code]}")
+    if isinstance(exc, FloelineError):
+        return exc
+    return FloelineError(f"{what} failed: {_reason(exc)}"
+                         + (f" (endpoint {endpoint})" if endpoint else ""))
+
+
+def _reason(exc: BaseException) -> str:
+    code = error_code(exc)
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{code}: {message}" if code and code not in message else message
