@@ -249,9 +249,16 @@ def _wait_until_serving(service: Service, endpoint: str, state: Path, alive: Cal
 
 # ---------------------------------------------------------------- processes
 
+# kinesis-local's graceful stop waits for clients' keep-alive connections to close
+# (measured: 30 s with one idle boto3 client); its data is in memory only, so it gets
+# a short grace period before SIGKILL.
+_KINESIS_GRACE_S = 2.0
+
+
 def _stop(service: Service, state: Path, timeout_s: float) -> bool:
+    grace = min(timeout_s, _KINESIS_GRACE_S) if service is KINESIS else timeout_s
     return stop_process(state / f"{service.name}.pid", lambda pid: _is_ours(service, pid, state),
-                        timeout_s)
+                        grace)
 
 
 def _running_pid(service: Service, state: Path) -> int | None:
