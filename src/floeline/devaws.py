@@ -20,7 +20,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -28,15 +27,15 @@ from typing import Callable
 
 from floeline.devkafka import cache_dir
 from floeline.devprocess import (
-    HOST, command_line, last_lines, launch, next_or_free_port, poll_until_serving, port_accepts,
-    port_free, port_from_env, recorded_pid, start_lock, stop_process)
+    HOST, command_line, install_once, installed_stamp, last_lines, launch, next_or_free_port,
+    poll_until_serving, port_accepts, port_free, port_from_env, recorded_pid, require_tools,
+    start_lock, stop_process)
 from floeline.errors import ServiceUnavailable
 
 KINESIS_LOCAL_VERSION = "0.6.2"
 REGION = "us-east-1"
 NODE_INSTALL_HINT = "install Node.js and npm, e.g. `apt-get install nodejs npm`"
 
-_COMPLETE_MARKER = ".floeline-complete"
 _PRELOAD = "loopback-only.js"
 # Both services accept any credentials; boto3 just needs some to sign with.
 _DUMMY_CREDENTIALS = {"aws_access_key_id": "floeline", "aws_secret_access_key": "floeline"}
@@ -83,20 +82,17 @@ def _kinesis_local_package() -> Path:
 
 def install_kinesis_local() -> Path:
     """Install kinesis-local with npm into `kinesis_local_dir()` (set-up only; skipped
-    when it is there). npm works in a private temp dir renamed into place once complete
-    (the marker is written last), so an interrupted install is never used."""
+    when it is there; installed atomically, see devprocess.install_once)."""
     home = kinesis_local_dir()
-    if (home / _COMPLETE_MARKER).exists():
+    if installed_stamp(home) == KINESIS_LOCAL_VERSION:
         return home
-    for tool in ("node", "npm"):
-        if shutil.which(tool) is None:
-            raise ServiceUnavailable(f"`{tool}` is not on PATH; floeline's set-up installs the "
-                                     f"local Kinesis (kinesis-local) with it: {NODE_INSTALL_HINT}")
-    home.parent.mkdir(parents=True, exist_ok=True)
+    require_tools(("node", "npm"), "floeline's set-up installs the local Kinesis (kinesis-local) "
+                  "with it", NODE_INSTALL_HINT)
     print(f"floeline: installing kinesis-local {KINESIS_LOCAL_VERSION} with npm into {home}...",
           file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(prefix="install-kinesis-local-", dir=home.parent) as tmp:
-        staged = Path(tmp) / "kinesis-local"
+
+    def npm_install(tmp: Path) -> Path:
+        staged = tmp / "kinesis-local"
         staged.mkdir()
         # its own package.json keeps npm from installing into a package.json further up
         (staged / "package.json").write_text(json.dumps({"name": "floeline-kinesis-local",
@@ -110,15 +106,9 @@ def install_kinesis_local() -> Path:
                 f"npm could not install kinesis-local {KINESIS_LOCAL_VERSION} (`{' '.join(cmd)}` "
                 f"exited {done.returncode}); check access to the npm registry and your ~/.npmrc. "
                 f"npm said:\n{last_lines(done.stdout + done.stderr, 30)}")
-        (staged / _COMPLETE_MARKER).write_text(KINESIS_LOCAL_VERSION)
-        shutil.rmtree(home, ignore_errors=True)  # an incomplete earlier install
-        try:
-            staged.rename(home)
-        except OSError:
-            if not (home / _COMPLETE_MARKER).exists():
-                raise
-            # another process finished first; its directory is just as good
-    return home
+        return staged
+
+    return install_once(home, KINESIS_LOCAL_VERSION, npm_install)
 
 
 # ---------------------------------------------------------------- start / stop
@@ -187,7 +177,7 @@ def _check_can_launch(service: Service, state: Path, port: int) -> None:
             f"{service.label} of {state}); stop that program or pick another port with "
             f"{service.port_option} <port> or {service.port_env}=<port>")
     if service is KINESIS:
-        if not (kinesis_local_dir() / _COMPLETE_MARKER).exists():
+        if installed_stamp(kinesis_local_dir()) != KINESIS_LOCAL_VERSION:
             raise ServiceUnavailable(
                 f"kinesis-local {KINESIS_LOCAL_VERSION} (the local Kinesis) is not installed in "
                 f"{kinesis_local_dir()}; run `floeline setup` (or `make setup`)")

@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from importlib import resources
@@ -25,8 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from floeline.devprocess import (
-    HOST, command_line, last_lines, launch, log_tail, port_accepts, port_free, recorded_pid,
-    start_lock, stop_process)
+    HOST, command_line, install_once, installed_stamp, last_lines, launch, log_tail, port_accepts,
+    port_free, recorded_pid, require_tools, start_lock, stop_process)
 from floeline.errors import FloelineError, ServiceUnavailable
 
 KAFKA_VERSION = "4.1.2"
@@ -34,7 +33,6 @@ DEFAULT_PORT = 19092
 
 _INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
                  "`apt-get install openjdk-17-jdk-headless maven`")
-_COMPLETE_MARKER = ".floeline-complete"
 
 
 # ---------------------------------------------------------------- locations
@@ -68,29 +66,24 @@ def _default_port() -> int:
 # ---------------------------------------------------------------- jars
 
 def fetch_broker_jars() -> Path:
-    """The broker's classpath directory, downloaded with Maven on first use.
-
-    Maven writes into a private temp dir that is renamed into place only when complete
-    (the marker file is written last), so an interrupted download is never used and two
-    processes racing here both end up with the same complete directory. The marker holds
-    a hash of the pom, so editing the pom fetches the jars again."""
+    """The broker's classpath directory, downloaded with Maven on first use (installed
+    atomically, see devprocess.install_once). Its stamp is a hash of the pom, so editing
+    the pom fetches the jars again."""
     libs = cache_dir() / f"kafka-{KAFKA_VERSION}" / "libs"
     pom_text = _resource_text("kafka-pom.xml")
     stamp = hashlib.sha256(pom_text.encode()).hexdigest()[:16]
-    if _marker(libs) == stamp:
+    if installed_stamp(libs) == stamp:
         return libs
-    for tool in ("java", "mvn"):
-        if shutil.which(tool) is None:
-            raise ServiceUnavailable(f"`{tool}` is not on PATH; the local Kafka broker needs it "
-                                     f"to download and run its jars: {_INSTALL_HINT}")
-    libs.parent.mkdir(parents=True, exist_ok=True)
+    require_tools(("java", "mvn"), "the local Kafka broker needs it to download and run its jars",
+                  _INSTALL_HINT)
     print(f"floeline: downloading the Apache Kafka {KAFKA_VERSION} broker jars with Maven "
           f"into {libs} (first run only)...", file=sys.stderr, flush=True)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="fetch-", dir=libs.parent) as tmp:
-        pom = Path(tmp) / "pom.xml"
+
+    def download(tmp: Path) -> Path:
+        pom = tmp / "pom.xml"
         pom.write_text(pom_text)
-        staged = Path(tmp) / "libs"
+        staged = tmp / "libs"
         cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
                "-DincludeScope=runtime", f"-DoutputDirectory={staged}"]
         done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -100,25 +93,12 @@ def fetch_broker_jars() -> Path:
                 f"Maven could not fetch the Kafka {KAFKA_VERSION} broker jars "
                 f"(`{' '.join(cmd)}` exited {done.returncode}); check network access to "
                 f"Maven's repository and your ~/.m2/settings.xml. Maven said:\n{output}")
-        (staged / _COMPLETE_MARKER).write_text(stamp)
-        if libs.exists() and _marker(libs) != stamp:
-            shutil.rmtree(libs, ignore_errors=True)  # incomplete, or made from an older pom
-        try:
-            staged.rename(libs)
-        except OSError:
-            if _marker(libs) != stamp:
-                raise
-            # another process finished first; its directory is just as good
+        return staged
+
+    install_once(libs, stamp, download)
     print(f"floeline: Kafka broker jars ready ({time.monotonic() - started:.0f}s)",
           file=sys.stderr, flush=True)
     return libs
-
-
-def _marker(libs: Path) -> str | None:
-    try:
-        return (libs / _COMPLETE_MARKER).read_text().strip()
-    except FileNotFoundError:
-        return None
 
 
 def _resource_text(name: str) -> str:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -18,6 +20,7 @@ from typing import Callable
 from floeline.errors import FloelineError, ServiceUnavailable
 
 HOST = "127.0.0.1"
+COMPLETE_MARKER = ".floeline-complete"
 
 
 def command_line(pid: int) -> str | None:
@@ -170,3 +173,45 @@ def log_tail(log: Path, n: int = 30) -> str:
 
 def last_lines(text: str, n: int) -> str:
     return "\n".join(text.rstrip().splitlines()[-n:])
+
+
+# ---------------------------------------------------------------- set-up installs
+
+def require_tools(tools, needed_for: str, hint: str) -> None:
+    """Fail with the install hint when a set-up tool (java, mvn, node, npm) is missing."""
+    from floeline.errors import ServiceUnavailable
+
+    for tool in tools:
+        if shutil.which(tool) is None:
+            raise ServiceUnavailable(f"`{tool}` is not on PATH; {needed_for}: {hint}")
+
+
+def installed_stamp(home: Path) -> str | None:
+    """The stamp of a complete install in `home`, None when there is none."""
+    try:
+        return (home / COMPLETE_MARKER).read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
+def install_once(home: Path, stamp: str, build: Callable[[Path], Path]) -> Path:
+    """`home`, installed by `build(tmp)`, which makes the install under the private temp
+    dir `tmp` and returns its directory. That directory is renamed into place only once
+    complete (its marker, holding `stamp`, written last), so an interrupted install is
+    never used, a changed stamp installs again, and two processes racing here both end
+    up with one complete directory."""
+    if installed_stamp(home) == stamp:
+        return home
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"install-{home.name}-", dir=home.parent) as tmp:
+        staged = build(Path(tmp))
+        (staged / COMPLETE_MARKER).write_text(stamp)
+        if home.exists() and installed_stamp(home) != stamp:
+            shutil.rmtree(home, ignore_errors=True)  # incomplete, or of another stamp
+        try:
+            staged.rename(home)
+        except OSError:
+            if installed_stamp(home) != stamp:
+                raise
+            # another process finished first; its directory is just as good
+    return home

@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +27,8 @@ from pathlib import Path
 
 from floeline.devkafka import cache_dir
 from floeline.devprocess import (
-    HOST, command_line, last_lines, launch, log_tail, port_free, recorded_pid, start_lock, stop_process)
+    HOST, command_line, install_once, installed_stamp, last_lines, launch, log_tail, port_free,
+    recorded_pid, require_tools, start_lock, stop_process)
 from floeline.errors import ServiceUnavailable
 
 APICURIO_VERSION = "2.6.13.Final"
@@ -39,7 +39,6 @@ DEFAULT_PORT = 18081
 
 _INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
                  "`apt-get install openjdk-17-jdk-headless maven`")
-_COMPLETE_MARKER = ".floeline-complete"
 
 
 def _state_dir(state_dir: Path | str | None) -> Path:
@@ -51,42 +50,34 @@ def _state_dir(state_dir: Path | str | None) -> Path:
 
 def fetch_registry() -> Path:
     """The unpacked Apicurio Registry distribution (holding RUNNER_JAR and lib/),
-    downloaded with Maven on first use. Unpacked in a temp dir renamed into place
-    when complete, so an interrupted download is never used."""
+    downloaded with Maven on first use (installed atomically, devprocess.install_once)."""
     home = cache_dir() / f"apicurio-registry-{APICURIO_VERSION}"
-    if (home / _COMPLETE_MARKER).exists():
+    if installed_stamp(home) == APICURIO_VERSION:
         return home
-    for tool in ("java", "mvn"):
-        if shutil.which(tool) is None:
-            raise ServiceUnavailable(f"`{tool}` is not on PATH; the local schema registry needs "
-                                     f"it to download and run: {_INSTALL_HINT}")
-    home.parent.mkdir(parents=True, exist_ok=True)
+    require_tools(("java", "mvn"), "the local schema registry needs it to download and run",
+                  _INSTALL_HINT)
     print(f"floeline: downloading Apicurio Registry {APICURIO_VERSION} (~140 MB) with Maven "
           f"into {home} (first run only)...", file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(prefix="fetch-registry-", dir=home.parent) as tmp:
+
+    def download(tmp: Path) -> Path:
         cmd = ["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={ARTIFACT}",
                f"-DoutputDirectory={tmp}"]
         done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                               cwd=tmp)
-        archives = list(Path(tmp).glob("*.tar.gz"))
+        archives = list(tmp.glob("*.tar.gz"))
         if done.returncode != 0 or not archives:
             raise ServiceUnavailable(
                 f"Maven could not fetch {ARTIFACT} (`{' '.join(cmd)}` exited "
                 f"{done.returncode}); check access to Maven's repository. Maven said:\n"
                 f"{last_lines(done.stdout + done.stderr, 30)}")
-        staged = Path(tmp) / "dist"
+        staged = tmp / "dist"
         with tarfile.open(archives[0]) as archive:
             archive.extractall(staged, filter="data")
         if not (staged / RUNNER_JAR).exists():
             raise ServiceUnavailable(f"{ARTIFACT} has no {RUNNER_JAR}")
-        (staged / _COMPLETE_MARKER).write_text(APICURIO_VERSION)
-        shutil.rmtree(home, ignore_errors=True)
-        try:
-            staged.rename(home)
-        except OSError:
-            if not (home / _COMPLETE_MARKER).exists():
-                raise
-    return home
+        return staged
+
+    return install_once(home, APICURIO_VERSION, download)
 
 
 # ---------------------------------------------------------------- start / stop

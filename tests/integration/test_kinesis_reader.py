@@ -350,3 +350,98 @@ def test_schema_is_the_documented_one():
     assert SCHEMA.simpleString() == (
         "struct<channel:string,position:string,stream:string,shardId:string,sequenceNumber:string,"
         "subSequenceNumber:bigint,partitionKey:string,data:binary,approximateArrivalTimestamp:timestamp>")
+
+
+# --- the reader driven directly (no Spark), against kinesis-local --------------------------
+
+class CountingKinesis(kinesis_reader.Kinesis):
+    """The reader's real Kinesis calls, counted: what is fetched and how often an
+    iterator is asked for."""
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.fetched, self.iterator_calls = 0, 0
+
+    def shard_iterator(self, channel, kind, value):
+        self.iterator_calls += 1
+        return super().shard_iterator(channel, kind, value)
+
+    def get_records(self, channel, iterator, limit):
+        response = super().get_records(channel, iterator, limit)
+        self.fetched += len(response["Records"])
+        return response
+
+
+def direct_reader(aws, stream: str, **extra):
+    """A reader over `stream` whose calls are counted (reader, counter)."""
+    from floeline.sources.kinesis_reader import _Runtime
+
+    reader = KinesisStreamReader(Spec.parse(json.dumps(make_spec(aws, stream, **extra))))
+    counting = CountingKinesis(reader.spec.aws)
+    reader._runtime = _Runtime(reader.spec, counting)
+    return reader, counting
+
+
+def read_until_caught_up(reader, offset: dict, max_batches: int = 50):
+    """(start, end, rows) of each read() until it returns its start."""
+    batches = []
+    for _ in range(max_batches):
+        it, end = reader.read(offset)
+        rows = [row for batch in it for row in batch.to_pylist()]
+        if end == offset:
+            assert rows == []
+            return batches
+        batches.append((offset, end, rows))
+        offset = end
+    raise AssertionError("read() never caught up")
+
+
+def test_each_record_is_fetched_once_and_iterators_are_reused(aws, kinesis, make_stream):
+    stream = make_stream(2)
+    put_all(kinesis, stream, [(f"k{i % 5}", b"r%03d" % i) for i in range(40)])
+    reader, counting = direct_reader(aws, stream, max_records_per_shard=4, prefetch=False)
+    batches = read_until_caught_up(reader, reader.initialOffset())
+    rows = [r for _, _, b in batches for r in b]
+    assert sorted(r["data"] for r in rows) == [b"r%03d" % i for i in range(40)]
+    for _, _, batch in batches:
+        for part in by_channel(batch).values():
+            assert len(part) <= 4
+            assert [int(r["position"]) for r in part] == sorted(int(r["position"]) for r in part)
+    assert counting.fetched == 40  # every record fetched once
+    assert counting.iterator_calls == 2  # one iterator per shard, then NextShardIterator
+    # Each logged batch read again gives the same rows.
+    for start, end, batch in batches:
+        again, _ = direct_reader(aws, stream)
+        assert [r for b in again.readBetweenOffsets(start, end) for r in b.to_pylist()] == batch
+
+
+def test_prefetch_reads_the_next_batch_ahead_and_changes_no_row(aws, kinesis, make_stream):
+    stream = make_stream(1)
+    put_all(kinesis, stream, [("k", b"%02d" % i) for i in range(12)])
+    reader, counting = direct_reader(aws, stream, max_records_per_shard=3)
+    offset = reader.initialOffset()
+    first, end = reader.read(offset)
+    deadline = time.monotonic() + 10
+    while counting.fetched < 6:  # the next batch's records, fetched in the background
+        assert time.monotonic() < deadline, counting.fetched
+        time.sleep(0.02)
+    rows = [r["data"] for b in first for r in b.to_pylist()]
+    rows += [r["data"] for _, _, b in read_until_caught_up(reader, end) for r in b]
+    assert rows == [b"%02d" % i for i in range(12)] and counting.fetched == 12
+
+
+def test_a_shard_closed_after_its_last_record_is_finished_by_an_empty_batch(aws, kinesis, make_stream):
+    stream = make_stream(1)
+    put_all(kinesis, stream, [("k", b"1")])
+    reader, _ = direct_reader(aws, stream)
+    (_, end, rows), = read_until_caught_up(reader, reader.initialOffset())
+    parent = kinesis.list_shards(StreamName=stream)["Shards"][0]
+    kinesis.split_shard(StreamName=stream, ShardToSplit=parent["ShardId"],
+                        NewStartingHashKey=str(int(parent["HashKeyRange"]["EndingHashKey"]) // 2))
+    wait_active(kinesis, stream)
+    reader._runtime.refresh_listing = True
+    batches = read_until_caught_up(reader, end)
+    assert [r for _, _, b in batches for r in b] == []
+    channel = f"{stream}/{parent['ShardId']}"
+    final = decode_offset(batches[-1][1])
+    assert final[channel].done and final[channel].p == decode_offset(end)[channel].p
