@@ -117,8 +117,9 @@ class Connector:
 
     # ---- one micro-batch -----------------------------------------------------------
 
-    def process_batch(self, df, batch_id: int) -> BatchReport:
+    def process_batch(self, batch, batch_id: int) -> BatchReport:
         started = time.time()
+        df = self.source.normalize(batch)
         bounds = batch_range(self.pipeline, batch_id)
         finished: set[str] = set()
         result = None

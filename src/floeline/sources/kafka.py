@@ -109,7 +109,10 @@ class KafkaSource:
             reader = reader.option("startingOffsets", starting_offsets_json(starts))
         else:
             reader = reader.option("startingOffsets", "earliest")
-        return reader.load().selectExpr(*NORMALIZED_KAFKA)
+        return reader.load()
+
+    def normalize(self, batch):
+        return batch.selectExpr(*NORMALIZED_KAFKA)
 
     def batch_end(self, offset_json: str) -> BatchEnd | None:
         return batch_end_from_offsets(offset_json)
@@ -162,8 +165,9 @@ def batch_end_from_offsets(offset_json: str) -> BatchEnd | None:
     return BatchEnd({channel_id(*tp): str(o - 1) for tp, o in nexts.items() if o > 0})
 
 
-# The Kafka source's columns in the normalized layout (sources/base.py). Spark folds
-# `source.<field>` back into the Kafka column and prunes what a batch does not use.
+# The Kafka source's columns in the normalized layout (sources/base.py). Applied per
+# micro-batch, Spark folds `source.<field>` back into the Kafka column and prunes what
+# the batch does not use.
 NORMALIZED_KAFKA = (
     "concat(topic, '/', CAST(partition AS STRING)) AS channel",
     "CAST(offset AS STRING) AS position",

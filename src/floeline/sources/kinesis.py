@@ -163,8 +163,10 @@ class KinesisSource:
             "max_bytes_per_shard": self.config.size_bytes,
         }
         spark.dataSource.register(KinesisDataSource)
-        frame = spark.readStream.format(FORMAT).option("spec", json.dumps(spec)).load()
-        return frame.selectExpr(*NORMALIZED_KINESIS)
+        return spark.readStream.format(FORMAT).option("spec", json.dumps(spec)).load()
+
+    def normalize(self, batch):
+        return batch.selectExpr(*NORMALIZED_KINESIS)
 
     def _initial(self) -> dict:
         position = self.settings.initial_position

@@ -115,8 +115,10 @@ class MemorySource:
         spec = {"dir": str(self.log.dir), "committed": committed.positions,
                 "finished": sorted(committed.finished), "limit": self.config.count_records}
         spark.dataSource.register(MemoryDataSource)
-        frame = spark.readStream.format(FORMAT).option("spec", json.dumps(spec)).load()
-        return frame.selectExpr(*NORMALIZED_MEMORY)
+        return spark.readStream.format(FORMAT).option("spec", json.dumps(spec)).load()
+
+    def normalize(self, batch):
+        return batch.selectExpr(*NORMALIZED_MEMORY)
 
     def batch_end(self, offset_json: str) -> BatchEnd | None:
         try:
