@@ -131,6 +131,9 @@ def test_budget():
     budget.add(krec("2", count=2))
     assert budget.full()
     assert Budget(20000, 10).fetch_limit() == 10000
+    # KPL aggregates of 200 user records: GetRecords asks for what the batch can take.
+    assert Budget(10000, 10 ** 9).fetch_limit(users_per_record=200) == 50
+    assert Budget(10000, 10 ** 9).fetch_limit(users_per_record=0.5) == 10000
 
 
 def test_arrow_batch_rows_and_schema():

@@ -75,6 +75,7 @@ ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
 OFFSET_VERSION = 1
 TRIM_HORIZON = "TRIM_HORIZON"
 GET_RECORDS_LIMIT = 10000  # Kinesis's maximum
+FIRST_FETCH = 50  # a shard's first GetRecords, before its records' aggregation is known
 MAX_THREADS = 16
 LIST_REFRESH_S = 30.0
 # Without Trigger.AvailableNow a read stops walking a shard's empty stretch (GetRecords
@@ -342,9 +343,17 @@ class Budget:
         self.bytes += record.size
         self.taken += 1
 
-    def fetch_limit(self) -> int:
-        """GetRecords' Limit: never more Kinesis records than user records still allowed."""
-        return max(1, min(GET_RECORDS_LIMIT, self.max_records - self.records))
+    def fetch_limit(self, users_per_record: float = 1.0) -> int:
+        """GetRecords' Limit: about as many Kinesis records as the user records still
+        allowed need, given how many user records a Kinesis record of this shard holds
+        (KPL aggregates hold hundreds: one unlimited GetRecords would fetch up to 10 MB,
+        the whole backlog, before the first batch can start)."""
+        return fetch_limit(self.max_records - self.records, users_per_record)
+
+
+def fetch_limit(user_records: int, users_per_record: float) -> int:
+    """GetRecords' Limit for about `user_records` user records."""
+    return max(1, min(GET_RECORDS_LIMIT, -(-user_records // max(1, int(users_per_record)))))
 
 
 def arrow_batch(channel: str, records: list[KRecord]) -> pa.RecordBatch:
@@ -453,6 +462,15 @@ class Cursor:
         self.lock = threading.Lock()  # one fetcher at a time: read() or the prefetcher
         self.generation = 0  # bumped by each read(): an older prefetcher stops
         self.stale = False  # replaced or finished: its prefetcher stops
+        self.kinesis_records = self.user_records = 0  # fetched so far (sizes GetRecords)
+        self.probed = False
+
+    def users_per_record(self) -> float:
+        """User records per Kinesis record fetched so far; before anything is, the
+        first GetRecords is a probe of at most FIRST_FETCH records."""
+        if not self.kinesis_records:
+            return 1.0 if self.probed else float(GET_RECORDS_LIMIT) / FIRST_FETCH
+        return self.user_records / self.kinesis_records
 
     def buffered(self) -> tuple[int, int]:
         """User records and bytes fetched and not yet handed out."""
@@ -466,9 +484,9 @@ class Cursor:
                           self.ended and not self.pending)
 
     def fetch(self, kinesis: Kinesis, limit: int) -> bool:
-        """One GetRecords into `pending`; True when the shard is caught up (no records
-        and MillisBehindLatest 0). An expired iterator is replaced, going on after the
-        last record fetched."""
+        """One GetRecords into `pending`; True when the shard is caught up (the
+        response reached the tip, see below). An expired iterator is replaced, going on
+        after the last record fetched."""
         for _ in range(3):
             if self.iterator is None:
                 kind, value = ("AFTER_SEQUENCE_NUMBER", self.fetched_to) if self.fetched_to else self.origin
@@ -484,12 +502,19 @@ class Cursor:
         else:
             raise FloelineError(f"Kinesis shard iterators of {self.channel} keep expiring")
         records = [to_krecord(r) for r in response.get("Records", ())]
+        self.probed = True
         self.pending.extend(records)
         if records:
             self.fetched_to = records[-1].seq
+            self.kinesis_records += len(records)
+            self.user_records += sum(r.count for r in records)
         self.iterator = response.get("NextShardIterator")
         self.ended = self.iterator is None
-        return not records and response.get("MillisBehindLatest", 0) == 0
+        # At the tip once a response reached it (MillisBehindLatest 0) with room to spare
+        # (fewer records than asked for: records written in the same millisecond also say
+        # 0), records or not: while a producer keeps writing, waiting for an empty
+        # response would stretch one read (and the batch's latency) as long as it writes.
+        return response.get("MillisBehindLatest", 0) == 0 and len(records) < limit
 
 
 # --- the data source ------------------------------------------------------------------------
@@ -648,7 +673,7 @@ class _Runtime:
                 if cursor.ended or caught_up or (deadline and time.monotonic() > deadline):
                     return taken, False
                 before = cursor.fetched_to
-                caught_up = cursor.fetch(self.kinesis, budget.fetch_limit())
+                caught_up = cursor.fetch(self.kinesis, budget.fetch_limit(cursor.users_per_record()))
                 if not caught_up and not cursor.pending and not cursor.ended and before == cursor.fetched_to:
                     time.sleep(EMPTY_FETCH_PAUSE_S)  # an empty stretch behind the tip
                 continue
@@ -678,7 +703,7 @@ class _Runtime:
                         if count >= self.spec.max_records or size >= self.spec.max_bytes:
                             return
                         before = cursor.fetched_to
-                        limit = max(1, min(GET_RECORDS_LIMIT, self.spec.max_records - count))
+                        limit = fetch_limit(self.spec.max_records - count, cursor.users_per_record())
                         if cursor.fetch(self.kinesis, limit):
                             return  # caught up
                     if before == cursor.fetched_to:
@@ -706,7 +731,7 @@ class _Runtime:
                     raise
                 except FloelineError as exc:  # e.g. the sequence number is not found
                     raise FloelineError(f"{gone}: {exc}") from exc
-                if caught_up:
+                if caught_up and not cursor.pending:  # at the tip and `last` not reached
                     raise FloelineError(gone)
                 continue
             record = cursor.pending.popleft()
