@@ -329,3 +329,18 @@ def test_a_second_connector_with_the_same_application_waits_as_a_standby(
     standby_run.join(180)
     assert not standby_run.is_alive() and standby.failure is None
     assert_exactly_once(read_table(stream.upper()), placed)
+
+
+def test_kafka_converters_and_transforms_work_on_kinesis_records(aws, kinesis_config,
+                                                                run_connector, read_table):
+    stream = stream_name("smt")
+    create_stream(aws, stream, shards=1)
+    put(aws, stream, [[1, 2], [3]])
+    hoist = "org.apache.kafka.connect.transforms.HoistField$Value"
+    run_connector(kinesis_config(stream, transforms="wrap", transforms__wrap__type=hoist,
+                                 transforms__wrap__field="payload",
+                                 value__converter="org.apache.kafka.connect.json.JsonConverter",
+                                 value__converter__schemas__enable="false"))
+    rows = read_table(stream.upper()).selectExpr("PAYLOAD", "RECORD_METADATA:stream::string AS s").collect()
+    assert sorted(json.loads(r["PAYLOAD"].toJson()) for r in rows) == [[1, 2], [3]]
+    assert {r["s"] for r in rows} == {stream}
