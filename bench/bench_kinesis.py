@@ -6,13 +6,16 @@
    the only way to get 200,000 records into kinesis-local in reasonable time: its
    PutRecords is quadratic in a shard's size (measured: a 500-record PutRecords takes
    6 s once a shard holds 5,000 records) and single PutRecord calls run ~150/s.
-   With --plain N, a second, smaller stream of N plain records is measured too.
+   With --plain N, a second, smaller stream of N plain records is measured too (small N
+   measures mostly the connector's fixed start-up cost).
 2. Reads the stream two ways, after a warm-up of each on a small stream; rounds
    alternate and the best time of each counts:
    - raw:      a boto3 GetRecords loop, one thread per shard, from TRIM_HORIZON until
                caught up, de-aggregating KPL records (counts user records, writes nothing);
    - floeline: the Kinesis connector end to end (`--until-caught-up`: default pipe, full
-               RECORD_METADATA, positions in the table, the DynamoDB lease table).
+               RECORD_METADATA, positions in the table, the DynamoDB lease table), with
+               buffer.count.records=25000 per shard (the Kafka benchmark batches 100,000 per
+               partition; the connector's default 10,000 means more, smaller batches).
 3. Latency: a producer at a steady rate (default 1,000 records/s, aggregated 50 per
    Kinesis record) while the connector runs with buffer.flush.time=1; latency = commit
    time - ApproximateArrivalTimestamp.
@@ -61,6 +64,17 @@ def kinesis_client(endpoint: str):
 def create_stream(kinesis, stream: str) -> None:
     kinesis.create_stream(StreamName=stream, ShardCount=SHARDS)
     kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.5, "MaxAttempts": 60})
+
+
+def delete_bench_streams(kinesis) -> None:
+    """Streams an earlier run left (kinesis-local allows 50 shards in all)."""
+    names = [n for n in kinesis.list_streams()["StreamNames"] if n.startswith("bench-")]
+    for name in names:
+        kinesis.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
+    deadline = time.time() + 30
+    while names and time.time() < deadline and any(
+            n.startswith("bench-") for n in kinesis.list_streams()["StreamNames"]):
+        time.sleep(0.2)
 
 
 def put_stream(kinesis, stream: str, count: int, per_aggregate: int) -> float:
@@ -182,7 +196,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--per-aggregate", type=int, default=200)
     parser.add_argument("--plain", type=int, default=0, help="also measure N plain records")
-    parser.add_argument("--count-records", type=int, default=10_000,
+    parser.add_argument("--count-records", type=int, default=25_000,
                         help="floeline buffer.count.records (per shard and batch)")
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--latency-seconds", type=int, default=30)
@@ -193,6 +207,7 @@ def main() -> int:
     state = os.path.join(os.path.dirname(__file__), "out", "aws")
     endpoints = devaws.start(state)
     kinesis = kinesis_client(endpoints["kinesis"])
+    delete_bench_streams(kinesis)
     tag = f"{int(time.time())}-{random.randint(0, 999)}"
     out_dir = tempfile.mkdtemp(prefix="floeline-bench-kinesis-")
     stream, warm = f"bench-{tag}", f"bench-warm-{tag}"
