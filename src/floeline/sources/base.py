@@ -19,7 +19,7 @@ reads it; measured: the one-pass Kafka batch 1.5-2.4 s slower per 340k records.)
   route      string   what routing maps to a table: the topic / stream name
   key        binary   Kafka key; Kinesis partition key (UTF-8)
   value      binary   the record's bytes (NULL: a tombstone)
-  headers    array<struct<key: string, value: binary>>   (empty where a source has none)
+  headers    array<struct<key: string, value: binary>>   (NULL where a record has none)
   timestamp  timestamp  Kafka's record timestamp; Kinesis ApproximateArrivalTimestamp
   source     struct   the source's own fields, for RECORD_METADATA (source.metadata_sql)
                       and for the transforms' Kafka coordinates (`partition`, `offset`,
@@ -148,15 +148,15 @@ class Source(Protocol):
     def describe(self, source_fields: dict) -> str:
         """A record's coordinates for messages: `topic=orders partition=0 offset=5`."""
 
+    def before_commit(self) -> None:
+        """Raise when this connector may no longer commit (a Kinesis lease taken over)."""
+
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         """Mirror committed positions where the source's tools look (Kafka consumer
         group, Kinesis lease table). Never the truth: the tables are."""
 
     def lag(self) -> Lag | None:
         """How far behind the source's head the committed positions are, or None."""
-
-    def records_per_batch(self) -> int | None:
-        """The per-batch read bound derived from buffer.count.records / size.bytes."""
 
     def close(self) -> None:
         """Release clients, leases and threads."""

@@ -221,9 +221,6 @@ class KinesisSource:
     def lag(self) -> Lag | None:
         return None
 
-    def records_per_partition(self) -> int:
-        return self.config.count_records
-
     def close(self) -> None:
         if self._leased:
             self._leased = False
