@@ -1,0 +1,260 @@
+"""File formats of staged files (CREATE FILE FORMAT / FILE_FORMAT=(...)): how the
+bytes of one file become records, each the JSON text of `$1` with its row number
+(METADATA$FILE_ROW_NUMBER) and the line it starts on, or the error that made it
+unreadable.
+
+- JSON: a sequence of JSON values separated by whitespace or by nothing at all
+  (newline-delimited JSON, and the concatenated objects Kinesis Firehose writes);
+  STRIP_OUTER_ARRAY=TRUE makes the elements of an outer array the records.
+- CSV: `$1` is a JSON array of the row's fields (strings, NULL_IF values as null), so
+  `$1`, `$2`, ... of a COPY select are its elements (beyond the spec).
+- PARQUET: `$1` is an object per row, `{"column": value}` (beyond the spec).
+
+COMPRESSION=AUTO reads gzip by its magic bytes (whatever the file's name), NONE reads
+the bytes as they are, GZIP insists. A file that cannot be read at all (a truncated
+gzip, text that is not UTF-8) raises FileFormatError: the whole file fails. Pure
+Python, no Spark: the stage reader calls it inside the Python workers."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import zlib
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+from floeline.errors import FloelineError
+
+TYPES = ("JSON", "CSV", "PARQUET")
+COMPRESSIONS = ("AUTO", "GZIP", "NONE")
+_GZIP_MAGIC = b"\x1f\x8b"
+_WHITESPACE = " \t\n\r"
+
+
+class FileFormatError(FloelineError):
+    """A file that cannot be read as its format says (every record of it fails)."""
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """A file format's options, named as in Snowflake (defaults as Snowflake's)."""
+
+    type: str = "CSV"
+    compression: str = "AUTO"
+    strip_outer_array: bool = False  # JSON
+    field_delimiter: str = ","  # CSV
+    skip_header: int = 0  # CSV
+    field_optionally_enclosed_by: str | None = None  # CSV: '"' or None
+    null_if: tuple[str, ...] = ("\\N",)  # CSV
+    empty_field_as_null: bool = True  # CSV
+    trim_space: bool = False  # CSV
+
+    def with_options(self, options: dict[str, object]) -> "FileFormat":
+        """This format with Snowflake-named options (TYPE, COMPRESSION, ...) applied;
+        unknown names and bad values raise FileFormatError naming them."""
+        changes: dict[str, object] = {}
+        for name, value in options.items():
+            key = name.lower()
+            if key == "format_name":
+                continue
+            if key not in _OPTION_TYPES:
+                raise FileFormatError(
+                    f"file format option {name} is not supported (supported: "
+                    f"{', '.join(sorted(k.upper() for k in _OPTION_TYPES))})")
+            changes[key] = _convert(name, value, _OPTION_TYPES[key])
+        new = replace(self, **changes)
+        if new.type not in TYPES:
+            raise FileFormatError(f"file format TYPE={new.type} is not supported (JSON, CSV, PARQUET)")
+        if new.compression not in COMPRESSIONS:
+            raise FileFormatError(f"COMPRESSION={new.compression} is not supported (AUTO, GZIP, NONE)")
+        if len(new.field_delimiter) != 1:
+            raise FileFormatError("FIELD_DELIMITER must be one character")
+        return new
+
+    def options(self) -> dict[str, object]:
+        """The options that apply to this type, Snowflake-named (for DESCRIBE)."""
+        shown = {"TYPE": self.type, "COMPRESSION": self.compression}
+        names = {"JSON": ("strip_outer_array",), "PARQUET": (),
+                 "CSV": ("field_delimiter", "skip_header", "field_optionally_enclosed_by",
+                         "null_if", "empty_field_as_null", "trim_space")}[self.type]
+        for name in names:
+            shown[name.upper()] = getattr(self, name)
+        return shown
+
+
+_OPTION_TYPES = {
+    "type": "upper", "compression": "upper", "strip_outer_array": "bool",
+    "field_delimiter": "char", "skip_header": "int", "field_optionally_enclosed_by": "quote",
+    "null_if": "strings", "empty_field_as_null": "bool", "trim_space": "bool",
+}
+
+
+def _convert(name: str, value, kind: str):
+    if kind == "upper":
+        return str(value).upper()
+    if kind == "bool":
+        text = str(value).upper()
+        if text not in ("TRUE", "FALSE"):
+            raise FileFormatError(f"{name} must be TRUE or FALSE, not {value!r}")
+        return text == "TRUE"
+    if kind == "int":
+        try:
+            return int(str(value))
+        except ValueError:
+            raise FileFormatError(f"{name} must be a number, not {value!r}") from None
+    if kind == "char":
+        text = str(value)
+        return {"\\t": "\t", "\\\\t": "\t"}.get(text, text)
+    if kind == "quote":
+        text = str(value)
+        return None if text.upper() == "NONE" or text == "" else text
+    if kind == "strings":
+        return tuple(str(v) for v in (value if isinstance(value, (list, tuple)) else [value]))
+    raise AssertionError(kind)
+
+
+@dataclass
+class FileRecord:
+    """One record of a file: `value` is the JSON text of `$1`, or None with `error`."""
+
+    row: int  # METADATA$FILE_ROW_NUMBER, from 1
+    line: int  # the line the record starts on, from 1
+    value: str | None
+    error: str | None = None
+
+
+@dataclass
+class _Lines:
+    """Line numbers of positions in a text, counted incrementally (positions only grow)."""
+
+    text: str
+    position: int = 0
+    line: int = 1
+
+    def at(self, position: int) -> int:
+        self.line += self.text.count("\n", self.position, position)
+        self.position = position
+        return self.line
+
+
+def decompress(data: bytes, name: str, compression: str) -> bytes:
+    """The file's bytes after COMPRESSION (AUTO: gzip when it starts like gzip)."""
+    gzipped = data[:2] == _GZIP_MAGIC
+    if compression == "GZIP" or (compression == "AUTO" and gzipped):
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise FileFormatError(f"{name} is not a complete gzip file ({exc})") from None
+    return data
+
+
+def read_records(data: bytes, name: str, fmt: FileFormat) -> Iterator[FileRecord]:
+    """The records of one file (see the module docstring)."""
+    data = decompress(data, name, fmt.compression)
+    if fmt.type == "PARQUET":
+        yield from _parquet_records(data, name)
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileFormatError(f"{name} is not UTF-8 text (byte {exc.start}): check the file's "
+                              f"encoding and COMPRESSION") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if fmt.type == "CSV":
+        yield from _csv_records(text, fmt)
+    elif fmt.strip_outer_array:
+        yield from _outer_array_records(text, name)
+    else:
+        yield from _json_records(text)
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _json_records(text: str) -> Iterator[FileRecord]:
+    lines, row, i, n = _Lines(text), 0, 0, len(text)
+    while True:
+        while i < n and text[i] in _WHITESPACE:
+            i += 1
+        if i >= n:
+            return
+        row += 1
+        line = lines.at(i)
+        try:
+            _, end = _DECODER.raw_decode(text, i)
+        except json.JSONDecodeError as exc:
+            # Resume at the next line: one bad line is one bad record.
+            stop = text.find("\n", max(i, exc.pos))
+            stop = n if stop < 0 else stop
+            yield FileRecord(row, line, None, f"invalid JSON at line {exc.lineno}, column "
+                                              f"{exc.colno}: {exc.msg}")
+            i = stop
+            continue
+        yield FileRecord(row, line, text[i:end])
+        i = end
+
+
+def _outer_array_records(text: str, name: str) -> Iterator[FileRecord]:
+    stripped = text.strip(_WHITESPACE)
+    if not stripped:
+        return
+    try:
+        document = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        yield FileRecord(1, exc.lineno, None, f"invalid JSON at line {exc.lineno}, column "
+                                              f"{exc.colno}: {exc.msg}")
+        return
+    if not isinstance(document, list):
+        raise FileFormatError(f"{name}: STRIP_OUTER_ARRAY=TRUE but the file is not a JSON array")
+    for row, element in enumerate(document, 1):
+        yield FileRecord(row, 1, json.dumps(element, ensure_ascii=False, separators=(",", ":")))
+
+
+def _csv_records(text: str, fmt: FileFormat) -> Iterator[FileRecord]:
+    quote = fmt.field_optionally_enclosed_by
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=fmt.field_delimiter,
+                        quotechar=quote or '"', quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
+                        strict=True)
+    row = 0
+    while True:
+        start = reader.line_num + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            row += 1
+            yield FileRecord(row, start, None, f"invalid CSV at line {reader.line_num}: {exc}")
+            continue
+        if start <= fmt.skip_header or not fields:  # a header line, an empty line
+            continue
+        row += 1
+        values = []
+        for value in fields:
+            if fmt.trim_space:
+                value = value.strip()
+            if value in fmt.null_if or (fmt.empty_field_as_null and value == ""):
+                values.append(None)
+            else:
+                values.append(value)
+        yield FileRecord(row, start, json.dumps(values, ensure_ascii=False))
+
+
+def _parquet_records(data: bytes, name: str) -> Iterator[FileRecord]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowException, OSError) as exc:
+        raise FileFormatError(f"{name} is not a readable Parquet file ({exc})") from None
+    row = 0
+    for batch in table.to_batches():
+        for record in batch.to_pylist():
+            row += 1
+            yield FileRecord(row, row, json.dumps(record, ensure_ascii=False, default=str,
+                                                  separators=(",", ":")))
+

@@ -1,0 +1,98 @@
+"""File formats: how one staged file's bytes become records (no Spark)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import pytest
+
+from floeline.records.file_formats import FileFormat, FileFormatError, read_records
+
+JSON = FileFormat(type="JSON")
+
+
+def records(data: bytes, fmt: FileFormat = JSON, name: str = "f.json"):
+    return [(r.row, r.line, json.loads(r.value) if r.value is not None else None, r.error)
+            for r in read_records(data, name, fmt)]
+
+
+def test_newline_delimited_json():
+    assert records(b'{"a":1}\n{"a":2}\n\n{"a":3}\n') == [
+        (1, 1, {"a": 1}, None), (2, 2, {"a": 2}, None), (3, 4, {"a": 3}, None)]
+
+
+def test_concatenated_objects_as_firehose_writes_them():
+    got = records(b'{"a":1}{"a":2}{"b":[1,2]}')
+    assert [v for _, _, v, _ in got] == [{"a": 1}, {"a": 2}, {"b": [1, 2]}]
+
+
+def test_values_that_are_not_objects_are_records_too():
+    assert [v for _, _, v, _ in records(b'42 "x" [1] null true')] == [42, "x", [1], None, True]
+
+
+def test_a_bad_line_is_one_row_error_with_its_line_and_the_rest_loads():
+    got = records(b'{"a":1}\n{"a": oops}\n{"a":3}\n')
+    assert got[0] == (1, 1, {"a": 1}, None)
+    assert got[1][:3] == (2, 2, None) and "invalid JSON at line 2" in got[1][3]
+    assert got[2] == (3, 3, {"a": 3}, None)
+
+
+def test_strip_outer_array():
+    fmt = JSON.with_options({"STRIP_OUTER_ARRAY": "TRUE"})
+    assert [v for _, _, v, _ in records(b' [{"a":1}, 2, [3]] ', fmt)] == [{"a": 1}, 2, [3]]
+    with pytest.raises(FileFormatError, match="not a JSON array"):
+        records(b'{"a":1}', fmt)
+
+
+def test_gzip_is_detected_by_its_bytes_and_a_truncated_one_fails_the_file():
+    data = gzip.compress(b'{"a":1}\n{"a":2}\n')
+    assert len(records(data, name="no-suffix")) == 2
+    with pytest.raises(FileFormatError, match="not a complete gzip file"):
+        records(data[:-8])
+    with pytest.raises(FileFormatError, match="not a complete gzip file"):
+        records(b'{"a":1}', JSON.with_options({"COMPRESSION": "GZIP"}))
+    # NONE reads the bytes as they are: gzip bytes are not UTF-8 text.
+    with pytest.raises(FileFormatError, match="not UTF-8"):
+        records(data, JSON.with_options({"COMPRESSION": "NONE"}))
+
+
+def test_empty_file_has_no_records():
+    assert records(b"") == [] and records(b"\n \n") == []
+
+
+def test_csv_rows_are_arrays_of_fields():
+    fmt = FileFormat().with_options({"SKIP_HEADER": 1, "FIELD_OPTIONALLY_ENCLOSED_BY": '"',
+                                     "NULL_IF": ["NULL", "\\N"]})
+    data = b'id,name,note\n1,"a, b",NULL\n2,,"x\ny"\n'
+    assert records(data, fmt) == [(1, 2, ["1", "a, b", None], None), (2, 3, ["2", None, "x\ny"], None)]
+
+
+def test_csv_delimiter_and_trim():
+    fmt = FileFormat().with_options({"FIELD_DELIMITER": "|", "TRIM_SPACE": True,
+                                     "EMPTY_FIELD_AS_NULL": False})
+    assert records(b" a | b ||\n", fmt) == [(1, 1, ["a", "b", "", ""], None)]
+
+
+def test_parquet_rows_are_objects():
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = io.BytesIO()
+    pq.write_table(pa.table({"id": [1, 2], "name": ["a", None]}), out)
+    assert [v for _, _, v, _ in records(out.getvalue(), FileFormat(type="PARQUET"))] == [
+        {"id": 1, "name": "a"}, {"id": 2, "name": None}]
+    with pytest.raises(FileFormatError, match="not a readable Parquet file"):
+        records(b"not parquet", FileFormat(type="PARQUET"))
+
+
+def test_options_are_checked_by_name_and_value():
+    with pytest.raises(FileFormatError, match="option DATE_FORMATX is not supported"):
+        FileFormat().with_options({"DATE_FORMATX": "auto"})
+    with pytest.raises(FileFormatError, match="TYPE=XML is not supported"):
+        FileFormat().with_options({"TYPE": "xml"})
+    with pytest.raises(FileFormatError, match="SKIP_HEADER must be a number"):
+        FileFormat().with_options({"SKIP_HEADER": "one"})
+    assert FileFormat().with_options({"type": "json"}).options() == {
+        "TYPE": "JSON", "COMPRESSION": "AUTO", "STRIP_OUTER_ARRAY": False}
