@@ -1,4 +1,4 @@
-"""floeline's command line: run | validate | sql | demo | kafka | aws | setup."""
+"""floeline's command line: run | validate | sql | pipes | demo | kafka | aws | setup."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def _cmd_run(args) -> int:
 def _cmd_sql(args) -> int:
     from floeline.spark import get_spark
     from floeline.sql.query import format_rows, spark_error
-    from floeline.sql.script import run_script
+    from floeline.sql.script import iter_script
+    from floeline.sql.statements import split_script
     from floeline.warehouse.catalog import Warehouse
 
     if args.file and args.statement not in (None, "-"):
@@ -96,18 +97,32 @@ def _cmd_sql(args) -> int:
     else:
         script = args.statement
     warehouse = Warehouse(args.warehouse or os.environ.get("FLOELINE_WAREHOUSE", "./warehouse"))
-    results = run_script(get_spark(), script, warehouse)
-    if not results:
-        raise FloelineError("no SQL statement given (an argument, -f FILE, or stdin)")
-    for i, (statement, result) in enumerate(results):
+    several = len(split_script(script)) > 1
+    printed = 0
+    # Each statement's result is printed before the next statement runs.
+    for statement, result in iter_script(get_spark(), script, warehouse):
         try:
             text = format_rows(result, args.format)
         except Exception as exc:  # errors Spark raises only when the rows are computed
             raise statement.error(f"query failed: {spark_error(exc)}") from exc
-        if len(results) > 1 and args.format == "table":
-            print(("\n" if i else "") + f"-- {statement.text.splitlines()[0][:100]}")
+        if several and args.format == "table":
+            print(("\n" if printed else "") + f"-- {statement.text.splitlines()[0][:100]}")
         print(text, flush=True)
+        printed += 1
+    if not printed:
+        raise FloelineError("no SQL statement given (an argument, -f FILE, or stdin)")
     return 0
+
+
+def _cmd_pipes(args) -> int:
+    from floeline.ingest.pipe_service import PipeService
+    from floeline.spark import get_spark
+    from floeline.warehouse.catalog import Warehouse
+
+    warehouse = Warehouse(args.warehouse or os.environ.get("FLOELINE_WAREHOUSE", "./warehouse"))
+    service = PipeService(get_spark(), warehouse, poll_s=args.poll,
+                          report=lambda line: print(line, flush=True))
+    return service.run(until_caught_up=args.until_caught_up)
 
 
 def _cmd_kafka(args) -> int:
@@ -178,13 +193,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("sql", help="run Snowflake-flavoured SQL on the warehouse: queries, "
-                                   "CREATE/DROP/ALTER/SHOW/DESCRIBE TABLE, PIPE, INTERACTIVE TABLE")
+                                   "CREATE/DROP/ALTER/SHOW/DESCRIBE TABLE, PIPE, INTERACTIVE TABLE, "
+                                   "STAGE, FILE FORMAT; LIST @stage; COPY INTO")
     p.add_argument("statement", nargs="?",
                    help="the statement(s), separated by ';'; '-' or nothing reads stdin")
     p.add_argument("-f", "--file", help="a file of statements separated by ';'")
     p.add_argument("--warehouse", help="warehouse root (default $FLOELINE_WAREHOUSE or ./warehouse)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=_cmd_sql)
+
+    p = sub.add_parser("pipes", help="run the warehouse's auto-ingest pipes: load the files "
+                                     "that land in their stages, each once")
+    p.add_argument("action", choices=("run",))
+    p.add_argument("--warehouse", help="warehouse root (default $FLOELINE_WAREHOUSE or ./warehouse)")
+    p.add_argument("--until-caught-up", action="store_true",
+                   help="exit once a poll finds no new file (status 1 if a pipe is failing)")
+    p.add_argument("--poll", type=float, default=1.0, help="seconds between polls of the stages")
+    p.set_defaults(func=_cmd_pipes)
 
     p = sub.add_parser("kafka", help="the local single-node Kafka broker for demos and tests")
     p.add_argument("action", choices=("start", "stop", "status"))

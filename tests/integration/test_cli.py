@@ -55,10 +55,11 @@ def test_run_then_sql_from_another_process(kafka, topic_name, tmp_path, warehous
     rows = [json.loads(line) for line in query.stdout.splitlines()]
     assert rows == [{"order_id": 1, "customer_name": "John", "t": topic},
                     {"order_id": 2, "customer_name": "Łukasz", "t": topic}]
-    table = floeline("sql", "--warehouse", warehouse, "SELECT count(*) AS n FROM FLOELINE.PUBLIC.CLI_ORDERS")
-    assert "| 2 |" in table.stdout
-    missing = floeline("sql", "--warehouse", warehouse, "SELECT * FROM NOPE")
-    assert missing.returncode == 1 and "table NOPE not found" in missing.stderr
+    # One process for two statements: the first prints, the second names the missing table.
+    script = floeline("sql", "--warehouse", warehouse,
+                      "SELECT count(*) AS n FROM FLOELINE.PUBLIC.CLI_ORDERS; SELECT * FROM NOPE")
+    assert "| 2 |" in script.stdout
+    assert script.returncode == 1 and "table NOPE not found" in script.stderr
 
 
 def test_run_reports_unreachable_broker(tmp_path, warehouse):

@@ -288,3 +288,15 @@ def test_cli_runs_files_arguments_and_stdin(spark, tmp_path, capsys, monkeypatch
                  "$1:a::NOPE FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING')))"]) == 1
     err = capsys.readouterr().err
     assert "statement at line 1 (CREATE PIPE X" in err and "line 2" in err
+
+
+def test_each_statement_is_read_before_the_next_one_runs(spark, tmp_path):
+    """`floeline sql "SELECT * FROM T; CREATE OR REPLACE TABLE T ..."` prints the SELECT
+    before T is replaced (iter_script yields each result as its statement ran)."""
+    from floeline.sql.script import iter_script
+
+    wh = Warehouse(tmp_path / "wh")
+    run_script(spark, "CREATE TABLE T (a NUMBER)", wh)
+    seen = [(df.columns, df.collect()) for _, df in iter_script(
+        spark, "SELECT * FROM T; CREATE OR REPLACE TABLE T (b VARCHAR); SELECT * FROM T", wh)]
+    assert [columns for columns, _ in seen] == [["A"], ["status"], ["B"]]

@@ -89,3 +89,16 @@ def test_pipe_store_round_trip_and_lookup(tmp_path):
     assert pipes.delete(wh, "FLOELINE", "PUBLIC", "pipe", "ORDERS")
     assert pipes.pipe_for_table(wh, "FLOELINE", "PUBLIC", "ORDERS") is None
     assert wh.list_tables() == []  # _pipes is not a table
+
+
+def test_stage_pipe_statements():
+    create = parse_statement(split_script(
+        "CREATE PIPE p AUTO_INGEST = TRUE COMMENT='x' AS COPY INTO t FROM @s/p FILE_FORMAT=(TYPE=JSON)")[0]).pipe
+    assert create.auto_ingest and create.select is None and create.table.normalized == ("T",)
+    assert create.copy is not None and create.copy.args["files"][0].this.name == "@s/p"
+    plain = parse_statement(split_script("CREATE PIPE p AS COPY INTO t FROM (SELECT $1 FROM @s)")[0]).pipe
+    assert not plain.auto_ingest and plain.copy is not None
+    refresh = parse_statement(split_script("ALTER PIPE db.s.p REFRESH")[0]).pipe
+    assert (refresh.action, refresh.name.normalized) == ("refresh", ("DB", "S", "P"))
+    with pytest.raises(SqlError, match="ALTER PIPE supports REFRESH only"):
+        parse_statement(split_script("ALTER PIPE p SET PIPE_EXECUTION_PAUSED=TRUE")[0])

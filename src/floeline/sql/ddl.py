@@ -1,4 +1,5 @@
-"""DDL: CREATE/DROP/ALTER/SHOW/DESCRIBE for tables, pipes and interactive tables.
+"""DDL: CREATE/DROP/ALTER/SHOW/DESCRIBE for tables, pipes and interactive tables
+(stages and file formats: sql/stage_ddl.py).
 
 Names follow Snowflake: unquoted -> uppercase, quoted kept as written; an unqualified
 name is in FLOELINE.PUBLIC (floeline's default database and schema); an existing
@@ -64,8 +65,9 @@ class Ddl:
             raise statement.error(message) from None
         except FloelineError as exc:
             raise statement.error(str(exc)) from None
-        raise statement.error("unsupported statement; floeline runs SELECT queries and "
-                              "CREATE/DROP/ALTER/SHOW/DESCRIBE for TABLE, PIPE and INTERACTIVE TABLE")
+        raise statement.error("unsupported statement; floeline runs SELECT queries, COPY INTO, "
+                              "LIST @stage and CREATE/DROP/ALTER/SHOW/DESCRIBE for TABLE, PIPE, "
+                              "INTERACTIVE TABLE, STAGE and FILE FORMAT")
 
     # ---- names ------------------------------------------------------------------
 
@@ -275,6 +277,8 @@ class Ddl:
 
     def create_pipe(self, create: CreatePipe, parsed: Parsed):
         database, schema, name = create.name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA).normalized
+        if create.copy is not None:
+            return self.create_stage_pipe(create, parsed, database, schema, name)
         table_parts = create.table
         if len(table_parts.parts) < 3:  # an unqualified target is in the pipe's schema
             table_parts = table_parts.qualified(*(database, schema))
@@ -301,26 +305,83 @@ class Ddl:
                                 f"this one is not used for {ref.name})")
         return self.status(f"Pipe {name} successfully created.{note}")
 
+    def create_stage_pipe(self, create: CreatePipe, parsed: Parsed, database: str, schema: str, name: str):
+        """A pipe that loads staged files: its COPY is checked (table, stage, file format,
+        transformation) and stored; `floeline pipes run` runs it when AUTO_INGEST=TRUE."""
+        from floeline.sql.copy import parse_copy, transformation
+        from floeline.warehouse import stages
+
+        copy = parse_copy(create.copy)
+        table = copy.table if len(copy.table.parts) == 3 else copy.table.qualified(database, schema)
+        ref = self.need(table)
+        stage_db, stage_schema, stage_name = copy.stage.name.qualified(database, schema).normalized
+        stage = stages.load_stage(self.warehouse, stage_db, stage_schema, stage_name)
+        if stage is None:
+            raise SqlError(f"stage {stage_db}.{stage_schema}.{stage_name} does not exist (CREATE STAGE)")
+        fmt = stages.resolve_format(self.warehouse, stage, copy.file_format, stage_db, stage_schema)
+        compiled = transformation(copy, tables.read_schema(self.spark, ref), fmt, parsed.statement)
+        if copy.force or copy.files is not None:
+            raise SqlError("a pipe loads each new file once: FORCE and FILES are not allowed in its COPY")
+        existing = pipes.load(self.warehouse, database, schema, "pipe", name)
+        if existing is not None and create.if_not_exists:
+            return self.status(f"{name} already exists, statement succeeded.")
+        if existing is not None and not create.replace:
+            raise SqlError(f"pipe {database}.{schema}.{name} already exists; use CREATE OR REPLACE PIPE")
+        on_error = copy.on_error or "SKIP_FILE"  # Snowpipe's default
+        if on_error == "ABORT_STATEMENT":
+            raise SqlError("a pipe loads files one by one: use ON_ERROR=SKIP_FILE (the default) or "
+                           "CONTINUE; ABORT_STATEMENT is for COPY INTO")
+        settings = {"stage": [stage.database, stage.schema, stage.name], "path": copy.stage.path,
+                    "pattern": copy.pattern,
+                    "file_format": copy.file_format, "on_error": on_error,
+                    "match_by_column_name": compiled is None, "auto_ingest": create.auto_ingest,
+                    "refreshed_ms": 0}
+        pipes.save(self.warehouse, pipes.Pipe(
+            name=name, table=ref.name, kind="pipe", sql=parsed.statement.text,
+            columns=compiled.columns if compiled is not None else (), database=ref.database,
+            schema=ref.schema, copy=settings), database, schema)
+        return self.status(f"Pipe {name} successfully created.")
+
+    def refresh_pipe(self, command: PipeCommand):
+        """ALTER PIPE p REFRESH: the pipe service tries the stage's files again, failed
+        ones included (loaded ones stay loaded: the table's load history says so)."""
+        import time
+
+        database, schema, name = command.name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA).normalized
+        pipe = pipes.load(self.warehouse, database, schema, "pipe", name)
+        if pipe is None or not pipe.loads_files:
+            raise SqlError(f"pipe {database}.{schema}.{name} does not exist or does not load staged "
+                           f"files (SHOW PIPES lists them)")
+        from dataclasses import replace
+
+        settings = {**pipe.copy, "refreshed_ms": int(time.time() * 1000)}
+        pipes.save(self.warehouse, replace(pipe, copy=settings), database, schema)
+        return self.status(f"Pipe {name} refreshed: its stage's files are queued again.")
+
     def _pipe_rows(self):
         rows = []
         stored = pipes.list_stored(self.warehouse)
         for database, schema, pipe in stored:
-            used = (pipe.database, pipe.schema, pipe.table) == (database, schema, pipe.name)
+            used = not pipe.loads_files and (pipe.database, pipe.schema, pipe.table) == (
+                database, schema, pipe.name)
+            kind = ("AUTO_INGEST" if pipe.copy.get("auto_ingest") else "STAGE") if pipe.loads_files else "USER"
             rows.append((pipe.name, database, schema, f"{pipe.database}.{pipe.schema}.{pipe.table}",
-                         "USER", "Y" if used else "N", pipe.sql))
+                         # Pipes find new files by listing their stage: no event queue.
+                         kind, "Y" if used else "N", pipe.sql, None))
         user_tables = {(r[1], r[2], r[0]) for r in rows if r[5] == "Y"}
         for ref in self.warehouse.list_tables():
             if self.interactive(ref) is not None:
                 continue
             used = (ref.database, ref.schema, ref.name) not in user_tables
             rows.append((pipes.default_pipe_name(ref.name), ref.database, ref.schema, ref.full_name,
-                         "DEFAULT", "Y" if used else "N", _DEFAULT_PIPE_TEXT))
+                         "DEFAULT", "Y" if used else "N", _DEFAULT_PIPE_TEXT, None))
         return sorted(rows, key=lambda r: (r[1], r[2], r[0]))
 
     def show_pipe(self, command: PipeCommand):
         return self.spark.createDataFrame(
             self._pipe_rows(), "name string, database_name string, schema_name string, table string, "
-                               "kind string, used_by_connector string, definition string")
+                               "kind string, used_by_connector string, definition string, "
+                               "notification_channel string")
 
     def describe_pipe(self, command: PipeCommand):
         database, schema, name = command.name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA).normalized
@@ -329,7 +390,8 @@ class Ddl:
             raise SqlError(f"pipe {database}.{schema}.{name} does not exist (SHOW PIPES lists them)")
         return self.spark.createDataFrame(
             rows, "name string, database_name string, schema_name string, table string, "
-                  "kind string, used_by_connector string, definition string")
+                  "kind string, used_by_connector string, definition string, "
+                  "notification_channel string")
 
     def drop_pipe(self, command: PipeCommand):
         database, schema, name = command.name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA).normalized
@@ -340,3 +402,4 @@ class Ddl:
         if command.if_exists:
             return self.status("Drop statement executed successfully (pipe already dropped).")
         raise SqlError(f"pipe {database}.{schema}.{name} does not exist (SHOW PIPES lists them)")
+

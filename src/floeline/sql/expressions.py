@@ -108,11 +108,26 @@ SUPPORTED_FUNCTIONS = (
     "CURRENT_TIMESTAMP, CURRENT_DATE, and the TRY_ forms of the conversions")
 
 
-class Compiler:
-    """Compiles one expression tree; `mode` decides what `$1` and columns mean."""
+# A SELECT over staged files (COPY INTO ... FROM (SELECT ... FROM @stage)) may read
+# these file columns; COPY gives each row the Spark column named here.
+FILE_COLUMNS = {
+    "METADATA$FILENAME": ("_file", "string"),
+    "METADATA$FILE_ROW_NUMBER": ("_row", "bigint"),
+    "METADATA$FILE_CONTENT_KEY": ("_md5", "string"),
+    "METADATA$FILE_LAST_MODIFIED": ("_file_modified", "timestamp_ntz"),
+    "METADATA$START_SCAN_TIME": ("_scan_time", "timestamp"),
+}
 
-    def __init__(self, mode: Mode):
+
+class Compiler:
+    """Compiles one expression tree; `mode` decides what `$1` and columns mean.
+    `staged` compiles a SELECT over staged files (the METADATA$ file columns exist);
+    `positional`, of delimited files: `$1`, `$2`, ... are the fields of the record
+    (column `v` holds them as an array)."""
+
+    def __init__(self, mode: Mode, staged: bool = False, positional: bool = False):
         self.mode = mode
+        self.staged, self.positional = staged, positional
 
     # ---- entry points ------------------------------------------------------------
 
@@ -122,6 +137,9 @@ class Compiler:
             return handler(node)
         if self.mode is Mode.QUERY:
             return Compiled(self._generic(node))
+        if self.staged and isinstance(node, exp.Column) and node.name.upper() in FILE_COLUMNS:
+            column, kind = FILE_COLUMNS[node.name.upper()]
+            return Compiled(column, kind)
         if isinstance(node, exp.Column):
             raise SqlError(f"{node.sql('snowflake')}{position(node)}: a pipe reads the record "
                            f"through $1, e.g. $1:{node.name} or $1['{node.name}']")
@@ -239,9 +257,15 @@ class Compiler:
             if self.mode is Mode.QUERY:
                 raise SqlError(f"$1{position(base)} only has a meaning in a pipe's SELECT "
                                f"(CREATE PIPE ... AS COPY INTO ...); in a query name a column")
-            if str(base.this.this) != "1":
-                raise SqlError(f"${base.this.this}{position(base)}: a streaming pipe has one "
-                               f"input column, $1 (the record)")
+            number = int(str(base.this.this))
+            if self.positional:  # $n: field n of a delimited record
+                if number < 1:
+                    raise SqlError(f"${number}{position(base)}: fields are numbered from $1")
+                return Compiled(variant_path_sql(CONTENT_COLUMN, [number - 1] + steps), "variant")
+            if number != 1:
+                raise SqlError(f"${number}{position(base)}: " + (
+                    "a JSON or Parquet file's record is one column, $1" if self.staged else
+                    "a streaming pipe has one input column, $1 (the record)"))
             root = CONTENT_COLUMN
             if steps and steps[0] == METADATA_KEY:
                 root, steps = METADATA_COLUMN, steps[1:]

@@ -78,7 +78,9 @@ def run_sql(spark, sql: str, warehouse: Warehouse):
 
 def run_query(spark, tree: exp.Expression, warehouse: Warehouse):
     """A parsed query's result as a Spark DataFrame."""
-    spark_sql = translate_tree(tree, warehouse)
+    from floeline.sql.load_functions import expand_load_functions
+
+    spark_sql = translate_tree(expand_load_functions(spark, tree, warehouse), warehouse)
     try:
         return spark.sql(spark_sql)
     except Exception as exc:

@@ -10,26 +10,50 @@ names it (earlier statements stay done, as in a Snowflake worksheet)."""
 
 from __future__ import annotations
 
+from sqlglot import exp
+
 from floeline.errors import FloelineError, SqlError
+from floeline.sql.copy import CopyInto
 from floeline.sql.ddl import Ddl, is_ddl
 from floeline.sql.query import run_query
+from floeline.sql.stage_ddl import StageDdl, is_stage_statement
 from floeline.sql.statements import Statement, parse_statement, split_script
 from floeline.warehouse.catalog import Warehouse
 
 
 def run_script(spark, script: str, warehouse: Warehouse) -> list[tuple[Statement, object]]:
     """(statement, result DataFrame) for each statement of the script."""
-    results = []
+    return list(iter_script(spark, script, warehouse))
+
+
+def iter_script(spark, script: str, warehouse: Warehouse):
+    """(statement, result DataFrame) of each statement as it runs: a caller that reads a
+    result before taking the next one (`floeline sql` prints it) sees the warehouse as it
+    was after that statement, before the next one changes it."""
     ddl = Ddl(spark, warehouse)
+    stage_ddl = StageDdl(spark, warehouse)
+    copy = CopyInto(spark, warehouse, ddl.need)
     for statement in split_script(script):
         parsed = parse_statement(statement)
-        if is_ddl(parsed):
-            results.append((statement, ddl.execute(parsed)))
+        if parsed.tree is not None and is_stage_statement(parsed.tree):
+            yield statement, _run(statement, stage_ddl.execute, parsed.tree)
             continue
-        try:
-            results.append((statement, run_query(spark, parsed.tree, warehouse)))
-        except SqlError as exc:
-            raise statement.error(str(exc)) from None
-        except FloelineError as exc:  # a table that is not there, an ambiguous name
-            raise statement.error(str(exc)) from None
-    return results
+        if isinstance(parsed.tree, exp.Copy):
+            yield statement, _run(statement, copy.execute, parsed.tree, statement)
+            continue
+        if is_ddl(parsed):
+            yield statement, ddl.execute(parsed)
+            continue
+        yield statement, _run(statement, run_query, spark, parsed.tree, warehouse)
+
+
+def _run(statement: Statement, action, *args):
+    """Run one statement's action; an error names the statement."""
+    try:
+        return action(*args)
+    except SqlError as exc:
+        if str(exc).startswith("statement at line"):
+            raise
+        raise statement.error(str(exc)) from None
+    except FloelineError as exc:
+        raise statement.error(str(exc)) from None

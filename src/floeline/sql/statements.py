@@ -114,16 +114,18 @@ def split_script(script: str) -> list[Statement]:
 class CreatePipe:
     name: Name
     table: Name
-    select: exp.Select
+    select: exp.Select | None  # a streaming pipe's SELECT
     replace: bool
     if_not_exists: bool
+    copy: exp.Copy | None = None  # a pipe that loads staged files: its COPY INTO
+    auto_ingest: bool = False
 
 
 @dataclass(frozen=True)
 class PipeCommand:
     """SHOW PIPES, DESCRIBE PIPE name, DROP PIPE [IF EXISTS] name."""
 
-    action: str  # "show" | "describe" | "drop"
+    action: str  # "show" | "describe" | "drop" | "refresh" (ALTER PIPE p REFRESH)
     name: Name | None = None
     if_exists: bool = False
 
@@ -191,6 +193,13 @@ def parse_statement(statement: Statement) -> Parsed:
         replace = cursor.accept("OR", "REPLACE")
         if cursor.accept("PIPE"):
             return Parsed(statement, pipe=_create_pipe(cursor, replace))
+    elif first == "ALTER" and cursor.word(1) == "PIPE":
+        cursor.i += 2
+        name = cursor.name()
+        if not cursor.accept("REFRESH"):
+            raise statement.error("ALTER PIPE supports REFRESH only (ALTER PIPE name REFRESH)")
+        _expect_end(cursor)
+        return Parsed(statement, pipe=PipeCommand("refresh", name))
     elif first in ("SHOW", "DESC", "DESCRIBE", "DROP") and cursor.word(1) in ("PIPE", "PIPES"):
         cursor.i += 2
         if first == "SHOW":
@@ -217,9 +226,29 @@ def _create_pipe(cursor: _Cursor, replace: bool) -> CreatePipe:
     if replace and if_not_exists:
         raise statement.error("OR REPLACE and IF NOT EXISTS cannot be used together")
     name = cursor.name()
+    auto_ingest = False
     while cursor.peek() is not None and not (cursor.word() == "AS" and cursor.word(1) == "COPY"):
-        cursor.i += 1  # pipe options (AUTO_INGEST, COMMENT, ...) mean nothing for streaming
-    cursor.expect("AS", "COPY", "INTO")
+        # Pipe options: AUTO_INGEST matters for a pipe of staged files; the rest
+        # (COMMENT, ERROR_INTEGRATION, ...) mean nothing here.
+        if cursor.word() == "AUTO_INGEST" and cursor.word(1) == "=":
+            auto_ingest = cursor.word(2) == "TRUE"
+        cursor.i += 1
+    if not (cursor.word() == "AS" and cursor.word(1) == "COPY" and cursor.word(2) == "INTO"):
+        cursor.expect("AS", "COPY", "INTO")  # raises, naming what was expected
+    cursor.i += 1
+    copy_start = cursor.peek().start
+    if any(t.token_type == TokenType.PARAMETER and t.text == "@" for t in cursor.tokens[cursor.i:]):
+        # COPY INTO t FROM @stage ...: a pipe that loads staged files.
+        body = _blank(statement.script[:copy_start]) + statement.script[copy_start:]
+        try:
+            copy = sqlglot.parse_one(body, read=READ)
+        except sqlglot.errors.ParseError as exc:
+            raise statement.error(_parse_problem(exc)) from None
+        if not isinstance(copy, exp.Copy):
+            raise statement.error("expected COPY INTO table FROM @stage after AS")
+        cursor.expect("COPY", "INTO")
+        return CreatePipe(name, cursor.name(), None, replace, if_not_exists, copy, auto_ingest)
+    cursor.expect("COPY", "INTO")
     table = cursor.name()
     cursor.expect("FROM")
     token = cursor.peek()

@@ -26,18 +26,31 @@ def compile_select(select: exp.Select, columns: list[str],
     source = select.args.get("from_") or select.args.get("from")
     if source is None or re.sub(r"\s+", "", source.this.sql("snowflake")).upper() != _SOURCE:
         raise SqlError("the SELECT must read FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING'))")
+    return _compile_items(select, columns, texts, Compiler(Mode.PIPE), "a streaming pipe's SELECT")
+
+
+def compile_stage_select(select: exp.Select, columns: list[str], texts: list[str] | None,
+                         positional: bool) -> tuple[PipeColumn, ...]:
+    """The select list of COPY INTO ... FROM (SELECT ... FROM @stage), compiled for
+    `columns`: `$1` is the record (`$1`, `$2`, ... its fields for CSV, `positional`),
+    and METADATA$FILENAME, METADATA$FILE_ROW_NUMBER, ... the file's columns."""
+    return _compile_items(select, columns, texts, Compiler(Mode.PIPE, staged=True, positional=positional),
+                          "a COPY transformation")
+
+
+def _compile_items(select: exp.Select, columns: list[str], texts: list[str] | None,
+                   compiler: Compiler, what: str) -> tuple[PipeColumn, ...]:
     for key in _UNSUPPORTED:
         if select.args.get(key):
-            raise SqlError(f"{key.upper()} is not supported in a streaming pipe's SELECT: "
+            raise SqlError(f"{key.upper()} is not supported in {what}: "
                            f"it maps each record to one row (use IFF/CASE for conditions)")
     items = select.expressions
     if any(isinstance(i, exp.Star) for i in items):
-        raise SqlError("SELECT * is not supported in a pipe: list one expression per table column")
+        raise SqlError(f"SELECT * is not supported in {what}: list one expression per table column")
     if len(items) != len(columns):
         raise SqlError(f"the SELECT has {len(items)} item{'s' if len(items) != 1 else ''} but the table "
                        f"has {len(columns)} column{'s' if len(columns) != 1 else ''} "
                        f"({', '.join(columns)}); select items map to columns by position")
-    compiler = Compiler(Mode.PIPE)
     out = []
     texts = texts if texts and len(texts) == len(items) else [i.sql("snowflake") for i in items]
     for item, column, text in zip(items, columns, texts):

@@ -68,6 +68,14 @@ class Pipe:
     columns: tuple[PipeColumn, ...]
     database: str = ""
     schema: str = ""
+    # A pipe that loads staged files (CREATE PIPE ... AS COPY INTO t FROM @stage): the
+    # load's settings (stage, path, pattern, file_format, on_error, match_by_column_name,
+    # auto_ingest, refreshed_ms); None for a streaming pipe.
+    copy: dict | None = None
+
+    @property
+    def loads_files(self) -> bool:
+        return self.copy is not None
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -93,12 +101,16 @@ def _file(warehouse: Warehouse, database: str, schema: str, kind: str, name: str
 
 def save(warehouse: Warehouse, pipe: Pipe, database: str, schema: str) -> None:
     """Store the pipe under DATABASE.SCHEMA (the pipe's own schema), atomically."""
-    path = _file(warehouse, database, schema, pipe.kind, pipe.name)
+    write_atomically(_file(warehouse, database, schema, pipe.kind, pipe.name), pipe.to_json())
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write a definition file so that a reader sees the old or the new one, whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(pipe.to_json())
+            out.write(text)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -144,7 +156,8 @@ def pipe_for_table(warehouse: Warehouse, database: str, schema: str, table: str)
     if interactive is not None:
         return interactive
     pipe = load(warehouse, database, schema, "pipe", table)
-    if pipe is not None and (pipe.table, pipe.database, pipe.schema) == (table, database, schema):
+    if pipe is not None and not pipe.loads_files and (
+            pipe.table, pipe.database, pipe.schema) == (table, database, schema):
         return pipe
     return None
 

@@ -1,0 +1,100 @@
+"""A table's load history: which staged files were loaded into it, kept in the Delta
+commit that added their rows (the commit's userMetadata), so a file's rows and its
+history entry land together or not at all.
+
+A file is identified by its path and content: the stage, the path in it, its size and
+the MD5 of its bytes (an S3 ETag for a single-part upload). A file already loaded
+(LOADED or PARTIALLY_LOADED) is skipped by COPY INTO unless FORCE=TRUE; a file replaced
+under the same name with other content is new. Failed files (LOAD_FAILED) are recorded
+too (in a commit without rows) so that COPY_HISTORY shows them; COPY INTO tries them
+again, an auto-ingest pipe does not (as Snowpipe) until ALTER PIPE ... REFRESH.
+
+Like Snowflake's load metadata, the history lasts as long as the table's commit log
+(Delta keeps 30 days by default, Snowflake 64)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from floeline.warehouse.catalog import TableRef
+
+_MARK = "floeline.files"
+LOADED, PARTIALLY_LOADED, LOAD_FAILED = "LOADED", "PARTIALLY_LOADED", "LOAD_FAILED"
+
+
+@dataclass(frozen=True)
+class FileLoad:
+    """One file's load into a table: what COPY INTO prints and COPY_HISTORY shows."""
+
+    stage: str  # DB.SCHEMA.STAGE
+    file: str  # the path in the stage
+    size: int
+    md5: str
+    modified_ms: int
+    status: str  # LOADED | PARTIALLY_LOADED | LOAD_FAILED
+    rows_parsed: int
+    rows_loaded: int
+    errors_seen: int
+    first_error: str | None = None
+    first_error_line: int | None = None
+    pipe: str | None = None  # DB.SCHEMA.PIPE for an auto-ingest pipe's load
+
+    @property
+    def identity(self) -> tuple[str, str, int, str]:
+        return self.stage, self.file, self.size, self.md5
+
+    @property
+    def loaded(self) -> bool:
+        return self.status in (LOADED, PARTIALLY_LOADED)
+
+
+def commit_metadata(loads: list[FileLoad]) -> str:
+    """The userMetadata of the commit that loads these files."""
+    return json.dumps({_MARK: [asdict(load) for load in loads]}, ensure_ascii=False)
+
+
+def parse_commit_metadata(text: str | None) -> list[FileLoad]:
+    if not text or _MARK not in text:
+        return []
+    try:
+        return [FileLoad(**entry) for entry in json.loads(text)[_MARK]]
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    load: FileLoad
+    version: int
+    timestamp_ms: int
+
+
+def read_history(spark, ref: TableRef) -> list[HistoryEntry]:
+    """Every file load recorded in the table's commits, oldest first."""
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, ref.path):
+        return []
+    rows = (DeltaTable.forPath(spark, ref.path).history()
+            .where(f"userMetadata LIKE '%{_MARK}%'")
+            .selectExpr("version", "unix_millis(timestamp) AS ts", "userMetadata")
+            .orderBy("version").collect())
+    return [HistoryEntry(load, row["version"], row["ts"])
+            for row in rows for load in parse_commit_metadata(row["userMetadata"])]
+
+
+class Loaded:
+    """The files a table holds, asked two ways: before reading a file (same path, size
+    and modification time: the same file, unread) and after (same content)."""
+
+    def __init__(self, history: list[HistoryEntry]):
+        loads = [e.load for e in history if e.load.loaded]
+        self.by_content = {load.identity for load in loads}
+        self.by_listing = {(load.stage, load.file, load.size, load.modified_ms) for load in loads}
+
+    def listed(self, stage: str, file: str, size: int, modified_ms: int) -> bool:
+        return (stage, file, size, modified_ms) in self.by_listing
+
+    def holds(self, stage: str, file: str, size: int, md5: str) -> bool:
+        return (stage, file, size, md5) in self.by_content

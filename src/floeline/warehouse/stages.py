@@ -1,0 +1,221 @@
+"""Stages and named file formats: where staged files live and how to read them,
+stored in the warehouse like pipes (JSON files written atomically):
+
+  <warehouse>/<DB>/<SCHEMA>/_stages/<STAGE>.json              CREATE STAGE
+  <warehouse>/<DB>/<SCHEMA>/_file_formats/<FORMAT>.json       CREATE FILE FORMAT
+  <warehouse>/<DB>/<SCHEMA>/_stage_files/<STAGE>/...          an internal stage's files
+
+A stage is external (URL='file:///dir/' or 's3://bucket/prefix/', with CREDENTIALS and
+an ENDPOINT for S3-compatible stores) or internal (no URL: its files live in the
+warehouse). Its file format is inline options, a named format, or the default (CSV,
+as in Snowflake). Secrets are kept for reading the store and never shown: `masked()`
+is what SHOW/DESCRIBE print."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import quote, unquote, urlparse
+
+from floeline.errors import SqlError
+from floeline.records.file_formats import FileFormat, FileFormatError
+from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse.pipes import write_atomically
+
+STAGES_DIR, FORMATS_DIR, STAGE_FILES_DIR = "_stages", "_file_formats", "_stage_files"
+SECRET_KEYS = ("AWS_SECRET_KEY", "AWS_TOKEN")
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A file in a stage: its path relative to the stage, where Spark reads it, its
+    size and last modification (epoch ms)."""
+
+    name: str
+    location: str
+    size: int
+    modified_ms: int
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    database: str
+    schema: str
+    url: str | None = None  # None: an internal stage
+    credentials: dict[str, str] = field(default_factory=dict)  # AWS_KEY_ID, AWS_SECRET_KEY
+    endpoint: str | None = None
+    file_format: dict[str, object] = field(default_factory=dict)  # options or FORMAT_NAME
+    comment: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.database}.{self.schema}.{self.name}"
+
+    @property
+    def kind(self) -> str:
+        return "INTERNAL" if self.url is None else "EXTERNAL"
+
+    def masked(self) -> dict[str, str]:
+        """The credentials as SHOW/DESCRIBE print them: secrets replaced."""
+        return {k: ("****" if k.upper() in SECRET_KEYS else v) for k, v in self.credentials.items()}
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "format": _FORMAT}, ensure_ascii=False, indent=1)
+
+    @staticmethod
+    def from_json(text: str) -> "Stage":
+        data = json.loads(text)
+        data.pop("format", None)
+        return Stage(**data)
+
+
+def _definition(warehouse: Warehouse, database: str, schema: str, folder: str, name: str) -> Path:
+    return warehouse.root / database / schema / folder / (quote(name, safe="") + ".json")
+
+
+def save_stage(warehouse: Warehouse, stage: Stage) -> None:
+    write_atomically(_definition(warehouse, stage.database, stage.schema, STAGES_DIR, stage.name),
+                     stage.to_json())
+
+
+def load_stage(warehouse: Warehouse, database: str, schema: str, name: str) -> Stage | None:
+    path = _definition(warehouse, database, schema, STAGES_DIR, name)
+    try:
+        return Stage.from_json(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SqlError(f"stage definition {path} is unreadable ({exc}); recreate it with "
+                       f"CREATE OR REPLACE STAGE") from None
+
+
+def delete_stage(warehouse: Warehouse, database: str, schema: str, name: str) -> bool:
+    try:
+        _definition(warehouse, database, schema, STAGES_DIR, name).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def list_stages(warehouse: Warehouse) -> list[Stage]:
+    found = []
+    for path in sorted(warehouse.root.glob(f"*/*/{STAGES_DIR}/*.json")) if warehouse.root.is_dir() else []:
+        stage = load_stage(warehouse, path.parent.parent.parent.name, path.parent.parent.name,
+                           unquote(path.stem))
+        if stage is not None:
+            found.append(stage)
+    return sorted(found, key=lambda s: s.full_name)
+
+
+def save_file_format(warehouse: Warehouse, database: str, schema: str, name: str,
+                     options: dict[str, object]) -> None:
+    write_atomically(_definition(warehouse, database, schema, FORMATS_DIR, name),
+                     json.dumps({"name": name, "options": options, "format": _FORMAT}, indent=1))
+
+
+def load_file_format(warehouse: Warehouse, database: str, schema: str, name: str) -> dict | None:
+    try:
+        text = _definition(warehouse, database, schema, FORMATS_DIR, name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    return json.loads(text)["options"]
+
+
+def delete_file_format(warehouse: Warehouse, database: str, schema: str, name: str) -> bool:
+    try:
+        _definition(warehouse, database, schema, FORMATS_DIR, name).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def list_file_formats(warehouse: Warehouse) -> list[tuple[str, str, str, dict]]:
+    """(database, schema, name, options) of every named file format."""
+    found = []
+    for path in sorted(warehouse.root.glob(f"*/*/{FORMATS_DIR}/*.json")) if warehouse.root.is_dir() else []:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        found.append((path.parent.parent.parent.name, path.parent.parent.name, data["name"], data["options"]))
+    return found
+
+
+def resolve_format(warehouse: Warehouse, stage: Stage | None, options: dict[str, object] | None,
+                   database: str, schema: str) -> FileFormat:
+    """The file format a load uses: the statement's own FILE_FORMAT (inline options or
+    FORMAT_NAME) if it has one, else the stage's, else the default (CSV). A FORMAT_NAME
+    is looked up in the statement's schema unless qualified."""
+    chosen = options or (stage.file_format if stage is not None else None) or {}
+    merged = {k.upper(): v for k, v in chosen.items()}
+    name = merged.pop("FORMAT_NAME", None)
+    if name is not None:
+        parts = [p.upper() for p in str(name).split(".")]
+        db, sch = ([database, schema] + parts[:-1])[-2:] if len(parts) < 3 else parts[:2]
+        named = load_file_format(warehouse, db, sch, parts[-1])
+        if named is None:
+            raise SqlError(f"file format {name} does not exist (CREATE FILE FORMAT {name} TYPE=...)")
+        merged = {**named, **merged}
+    try:
+        return FileFormat().with_options(merged)
+    except FileFormatError as exc:
+        raise SqlError(str(exc)) from None
+
+
+# ---- the files of a stage --------------------------------------------------------------
+
+
+def stage_root(warehouse: Warehouse, stage: Stage) -> str:
+    """Where the stage's files are, as a local directory (file:// and internal stages)."""
+    if stage.url is None:
+        return str(warehouse.root / stage.database / stage.schema / STAGE_FILES_DIR / quote(stage.name, safe=""))
+    parsed = urlparse(stage.url)
+    if parsed.scheme == "file":
+        return unquote(parsed.path)
+    raise SqlError(f"stage {stage.full_name}: reading {parsed.scheme}:// stages is not supported yet "
+                   f"(file:// and internal stages are)")
+
+
+def list_files(warehouse: Warehouse, stage: Stage, path: str = "") -> list[StagedFile]:
+    """The stage's files under `path` (a prefix relative to the stage), sorted by name;
+    hidden files (starting with `.` or `_`) and temporary files are left out."""
+    root = Path(stage_root(warehouse, stage))
+    prefix = path.lstrip("/")
+    found = []
+    if not root.is_dir():
+        return found
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
+        for filename in filenames:
+            if filename.startswith((".", "_")):
+                continue
+            full = Path(dirpath) / filename
+            name = full.relative_to(root).as_posix()
+            if not name.startswith(prefix):
+                continue
+            try:
+                st = full.stat()
+            except FileNotFoundError:
+                continue  # removed while listing
+            found.append(StagedFile(name, full.as_uri(), st.st_size, st.st_mtime_ns // 1_000_000))
+    return sorted(found, key=lambda f: f.name)
+
+
+def select_files(files: list[StagedFile], prefix: str, names: list[str] | None,
+                 pattern: str | None) -> list[StagedFile]:
+    """FILES=(...) (names relative to the `prefix` the statement gives after @stage) and
+    PATTERN='regex' (matched against the whole path relative to the stage, as Snowflake
+    does)."""
+    if names is not None:
+        base = prefix.strip("/")
+        wanted = {f"{base}/{n.lstrip('/')}" if base else n.lstrip("/") for n in names}
+        files = [f for f in files if f.name in wanted]
+    if pattern:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise SqlError(f"PATTERN {pattern!r} is not a valid regular expression ({exc})") from None
+        files = [f for f in files if regex.fullmatch(f.name)]
+    return files
