@@ -33,10 +33,22 @@ def test_values_that_are_not_objects_are_records_too():
 
 
 def test_a_bad_line_is_one_row_error_with_its_line_and_the_rest_loads():
-    got = records(b'{"a":1}\n{"a": oops}\n{"a":3}\n')
+    got = records(b'{"a":1}\n{"a": [1}\n{"a":3}\n')
     assert got[0] == (1, 1, {"a": 1}, None)
     assert got[1][:3] == (2, 2, None) and "invalid JSON at line 2" in got[1][3]
     assert got[2] == (3, 3, {"a": 3}, None)
+
+
+def test_a_line_that_looks_like_one_object_is_passed_on_as_it_is():
+    # Not decoded here: Spark's parse_json checks it (a row error with this line number).
+    assert [(r.row, r.line, r.value) for r in read_records(b'{"a": oops}\n', "f", JSON)] == [
+        (1, 1, '{"a": oops}')]
+
+
+def test_values_over_several_lines():
+    data = b'{\n  "a": {"b": 1}\n}\n{"c": [1,\n 2]}\n{"d": "x} {y"}\n'
+    assert [(line, v) for _, line, v, _ in records(data)] == [
+        (1, {"a": {"b": 1}}), (4, {"c": [1, 2]}), (6, {"d": "x} {y"})]
 
 
 def test_strip_outer_array():

@@ -21,9 +21,10 @@ import csv
 import gzip
 import io
 import json
+import re
 import zlib
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from floeline.errors import FloelineError
 
@@ -115,28 +116,13 @@ def _convert(name: str, value, kind: str):
     raise AssertionError(kind)
 
 
-@dataclass
-class FileRecord:
+class FileRecord(NamedTuple):
     """One record of a file: `value` is the JSON text of `$1`, or None with `error`."""
 
     row: int  # METADATA$FILE_ROW_NUMBER, from 1
     line: int  # the line the record starts on, from 1
     value: str | None
     error: str | None = None
-
-
-@dataclass
-class _Lines:
-    """Line numbers of positions in a text, counted incrementally (positions only grow)."""
-
-    text: str
-    position: int = 0
-    line: int = 1
-
-    def at(self, position: int) -> int:
-        self.line += self.text.count("\n", self.position, position)
-        self.position = position
-        return self.line
 
 
 def decompress(data: bytes, name: str, compression: str) -> bytes:
@@ -174,27 +160,60 @@ def read_records(data: bytes, name: str, fmt: FileFormat) -> Iterator[FileRecord
 _DECODER = json.JSONDecoder()
 
 
+# Two values on one line ("}{", "} {", "][", ...): Firehose's concatenated records.
+_TWO_VALUES = re.compile(r"[}\]]\s*[{\[]")
+
+
+def _one_object_line(line: str) -> bool:
+    """True when a line is, by its brackets, one whole JSON object: the common case of
+    newline-delimited JSON, passed on without decoding (Spark's parse_json checks it, and
+    a line it cannot parse is a row error with this line's number). Anything else is
+    decoded value by value, so concatenated and multi-line values split exactly."""
+    if line[0] != "{" or line[-1] != "}" or line.count("{") != line.count("}") or \
+            line.count("[") != line.count("]"):
+        return False
+    if "}{" in line or "][" in line or "}[" in line or "]{" in line:
+        return False
+    # Values apart by blanks: the pattern only where a bracket is followed by one.
+    spaced = "} " in line or "}\t" in line or "] " in line or "]\t" in line
+    return not spaced or _TWO_VALUES.search(line) is None
+
+
 def _json_records(text: str) -> Iterator[FileRecord]:
-    lines, row, i, n = _Lines(text), 0, 0, len(text)
-    while True:
-        while i < n and text[i] in _WHITESPACE:
-            i += 1
-        if i >= n:
-            return
-        row += 1
-        line = lines.at(i)
-        try:
-            _, end = _DECODER.raw_decode(text, i)
-        except json.JSONDecodeError as exc:
-            # Resume at the next line: one bad line is one bad record.
-            stop = text.find("\n", max(i, exc.pos))
-            stop = n if stop < 0 else stop
-            yield FileRecord(row, line, None, f"invalid JSON at line {exc.lineno}, column "
-                                              f"{exc.colno}: {exc.msg}")
-            i = stop
+    lines = text.split("\n")
+    n, row, index, offset = len(text), 0, 0, 0  # `offset`: where line `index` starts
+    while index < len(lines):
+        raw = lines[index]
+        stripped = raw.strip(_WHITESPACE)
+        if not stripped or _one_object_line(stripped):
+            if stripped:
+                row += 1
+                yield FileRecord(row, index + 1, stripped)
+            offset += len(raw) + 1
+            index += 1
             continue
-        yield FileRecord(row, line, text[i:end])
-        i = end
+        # Decode values from this line on, until one ends its line (or the text ends).
+        i = offset + len(raw) - len(raw.lstrip(_WHITESPACE))
+        while True:
+            row += 1
+            line = index + 1 + text.count("\n", offset, i)
+            try:
+                _, end = _DECODER.raw_decode(text, i)
+            except json.JSONDecodeError as exc:
+                # Resume at the next line: one bad line is one bad record.
+                yield FileRecord(row, line, None, f"invalid JSON at line {exc.lineno}, column "
+                                                  f"{exc.colno}: {exc.msg}")
+                i = text.find("\n", max(i, exc.pos))
+                i = n if i < 0 else i
+                break
+            yield FileRecord(row, line, text[i:end])
+            i = end
+            while i < n and text[i] in " \t\r":
+                i += 1
+            if i >= n or text[i] == "\n":
+                break
+        index += text.count("\n", offset, i) + 1  # `i` is at a line's end
+        offset = i + 1
 
 
 def _outer_array_records(text: str, name: str) -> Iterator[FileRecord]:

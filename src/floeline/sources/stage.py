@@ -50,38 +50,33 @@ class _FileSplitter:
     def __call__(self, batches):
         import pyarrow as pa
 
-        columns = {k: [] for k in ("file", "size", "modified_ms", "md5", "row", "line", "value", "error")}
-
-        def flush():
-            batch = pa.RecordBatch.from_pydict(columns, schema=_ARROW_SCHEMA)
-            for values in columns.values():
-                values.clear()
-            return batch
-
-        def add(file, size, modified, md5, row, line, value, error):
-            for key, item in zip(columns, (file, size, modified, md5, row, line, value, error)):
-                columns[key].append(item)
-
+        columns: dict[str, list] = {k: [] for k in _ARROW_SCHEMA.names}
         for batch in batches:
             for entry in batch.to_pylist():
                 data = entry["content"]
                 name, modified = self.names.get(location_key(entry["path"]), (entry["path"], 0))
                 md5 = hashlib.md5(data).hexdigest()
-                size = len(data)
                 try:
                     records = list(read_records(data, name, self.fmt))
+                    file_error = None
                 except FileFormatError as exc:
-                    add(name, size, modified, md5, 0, 0, None, str(exc))
-                    continue
-                add(name, size, modified, md5, 0, 0, None, None)
-                for record in records:
-                    add(name, size, modified, md5, record.row, record.line, record.value, record.error)
-                    if len(columns["file"]) >= _BATCH_ROWS:
-                        yield flush()
+                    records, file_error = [], str(exc)
+                # Row 0: the file itself; then its records, column by column.
+                count = len(records) + 1
+                rows, lines, values, errors = zip(*records) if records else ((), (), (), ())
+                columns["file"] += [name] * count
+                columns["size"] += [len(data)] * count
+                columns["modified_ms"] += [modified] * count
+                columns["md5"] += [md5] * count
+                columns["row"] += [0, *rows]
+                columns["line"] += [0, *lines]
+                columns["value"] += [None, *values]
+                columns["error"] += [file_error, *errors]
                 if len(columns["file"]) >= _BATCH_ROWS:
-                    yield flush()
+                    yield pa.RecordBatch.from_pydict(columns, schema=_ARROW_SCHEMA)
+                    columns = {k: [] for k in _ARROW_SCHEMA.names}
         if columns["file"]:
-            yield flush()
+            yield pa.RecordBatch.from_pydict(columns, schema=_ARROW_SCHEMA)
 
 
 def _arrow_schema():

@@ -224,8 +224,8 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
         # Each file's own row (row 0: its identity, or why it could not be read) and the
         # records that did not parse, beside the shaped rows: the per-file figures.
         checked = rows.where("NOT (row > 0 AND error IS NULL AND v IS NOT NULL)").selectExpr(
-            "file", "row", "line", "CASE WHEN row > 0 AND error IS NULL THEN 'not valid JSON (or over "
-            "the 16 MiB VARIANT limit)' ELSE error END AS error", "size", "md5", "modified_ms"
+            "file", "row", "line", "CASE WHEN row > 0 AND error IS NULL THEN 'invalid JSON (or a value "
+            "over the 16 MiB VARIANT limit)' ELSE error END AS error", "size", "md5", "modified_ms"
         ).unionByName(shaped.selectExpr("file", "row", "line", "error", "CAST(NULL AS BIGINT) AS size",
                                         "CAST(NULL AS STRING) AS md5", "CAST(NULL AS BIGINT) AS modified_ms"))
         figures = checked.groupBy("file").agg(*[_expr(e) for e in (
