@@ -29,8 +29,8 @@ from floeline.records import shaping
 from floeline.records.content import quote_column
 from floeline.records.file_formats import FileFormat
 from floeline.sources.stage import read_staged
-from floeline.sql.stage_ddl import (DEFAULT_DATABASE, DEFAULT_SCHEMA, StageRef, options_of,
-                                    parse_stage_ref, value_of)
+from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
+from floeline.sql.stage_ddl import StageRef, options_of, parse_stage_ref, value_of
 from floeline.sql.statements import Name, Statement, select_item_texts, table_name
 from floeline.sql.transform import compile_stage_select
 from floeline.warehouse import load_history, stages, tables

@@ -17,6 +17,7 @@ import json
 from sqlglot import exp
 
 from floeline.errors import SqlError
+from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.warehouse import load_history, pipes
 from floeline.warehouse.catalog import Warehouse
 
@@ -24,7 +25,6 @@ HISTORY_COLUMNS = ("FILE_NAME", "STAGE_LOCATION", "LAST_LOAD_TIME", "ROW_COUNT",
                    "FILE_SIZE", "FIRST_ERROR_MESSAGE", "FIRST_ERROR_LINE_NUMBER", "ERROR_COUNT",
                    "STATUS", "TABLE_NAME", "PIPE_NAME")
 _STATUS = {"LOADED": "Loaded", "PARTIALLY_LOADED": "Partially loaded", "LOAD_FAILED": "Load failed"}
-DEFAULT_DATABASE, DEFAULT_SCHEMA = "FLOELINE", "PUBLIC"
 
 
 def expand_load_functions(spark, tree: exp.Expression, warehouse: Warehouse) -> exp.Expression:

@@ -15,12 +15,12 @@ from urllib.parse import urlparse
 from sqlglot import exp
 
 from floeline.errors import SqlError
+from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.records.file_formats import FileFormat, FileFormatError
 from floeline.sql.statements import Name, table_name
 from floeline.warehouse import stages
 from floeline.warehouse.catalog import Warehouse
 
-DEFAULT_DATABASE, DEFAULT_SCHEMA = "FLOELINE", "PUBLIC"
 _STAGE_PROPERTIES = ("URL", "ENDPOINT", "CREDENTIALS", "FILE_FORMAT", "COMMENT")
 
 

@@ -94,12 +94,17 @@ def load_stage(warehouse: Warehouse, database: str, schema: str, name: str) -> S
                        f"CREATE OR REPLACE STAGE") from None
 
 
-def delete_stage(warehouse: Warehouse, database: str, schema: str, name: str) -> bool:
+def _delete(path: Path) -> bool:
+    """Remove a definition file; False when there was none."""
     try:
-        _definition(warehouse, database, schema, STAGES_DIR, name).unlink()
+        path.unlink()
     except FileNotFoundError:
         return False
     return True
+
+
+def delete_stage(warehouse: Warehouse, database: str, schema: str, name: str) -> bool:
+    return _delete(_definition(warehouse, database, schema, STAGES_DIR, name))
 
 
 def list_stages(warehouse: Warehouse) -> list[Stage]:
@@ -127,11 +132,7 @@ def load_file_format(warehouse: Warehouse, database: str, schema: str, name: str
 
 
 def delete_file_format(warehouse: Warehouse, database: str, schema: str, name: str) -> bool:
-    try:
-        _definition(warehouse, database, schema, FORMATS_DIR, name).unlink()
-    except FileNotFoundError:
-        return False
-    return True
+    return _delete(_definition(warehouse, database, schema, FORMATS_DIR, name))
 
 
 def list_file_formats(warehouse: Warehouse) -> list[tuple[str, str, str, dict]]:
