@@ -61,6 +61,39 @@ def token_provider_jar() -> Path:
     return jar
 
 
+S3A_VERSION = "hadoop-aws-3.5.0+awssdk-2.35.4"  # resources/s3a-pom.xml; a change re-fetches
+
+
+def s3a_jars() -> list[Path]:
+    """The jars of Hadoop's s3a file system (hadoop-aws and the few AWS SDK modules it
+    uses, not the SDK's 686 MB bundle: see resources/s3a-pom.xml), fetched once with
+    Maven into floeline's cache at set-up and passed to Spark with spark.jars: S3
+    stages (and tables on S3) are read through s3a://."""
+    from importlib import resources
+
+    from floeline.devkafka import cache_dir
+    from floeline.devprocess import install_once
+
+    home = cache_dir() / "spark-jars" / "s3a"
+
+    def fetch(tmp: Path) -> Path:
+        if shutil.which("mvn") is None:
+            raise ServiceUnavailable("`mvn` is not on PATH; floeline's set-up fetches the s3a jars "
+                                     "with it: apt-get install maven")
+        pom = tmp / "s3a-pom.xml"
+        pom.write_text(resources.files("floeline.resources").joinpath("s3a-pom.xml").read_text())
+        jars = tmp / "jars"
+        done = subprocess.run(["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+                               "-DincludeScope=runtime", f"-DoutputDirectory={jars}"],
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if done.returncode != 0 or not list(jars.glob("hadoop-aws-*.jar")):
+            raise ServiceUnavailable(f"Maven could not fetch the s3a jars (resources/s3a-pom.xml):\n"
+                                     f"{done.stdout[-2000:]}{done.stderr[-1000:]}")
+        return jars
+
+    return sorted(install_once(home, S3A_VERSION, fetch).glob("*.jar"))
+
+
 def _floeline_jar() -> list[str]:
     """The jar of floeline's JVM functions (jvm.py), or nothing when it cannot be built:
     Spark then runs every micro-batch on the general path."""
@@ -80,7 +113,8 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         "spark.app.name": "floeline",
         "spark.jars.packages": ",".join(PACKAGES),
         "spark.jars.excludes": ",".join(EXCLUDES),
-        "spark.jars": ",".join([str(token_provider_jar())] + _floeline_jar()),
+        "spark.jars": ",".join([str(token_provider_jar())] + [str(j) for j in s3a_jars()]
+                               + _floeline_jar()),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.catalogImplementation": "in-memory",

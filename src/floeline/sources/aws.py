@@ -1,5 +1,5 @@
-"""AWS clients for the Kinesis source (Kinesis, DynamoDB) and the one retry rule every
-call to them follows.
+"""AWS clients (Kinesis and DynamoDB for the Kinesis source, S3 and SQS for stages and
+pipes) and the one retry rule every call to them follows.
 
 A call that fails with an error AWS calls retriable (throttling such as
 ProvisionedThroughputExceededException, a 5xx, a connection that cannot be opened or
@@ -43,13 +43,22 @@ DEFAULT_RETRY_BOUND_S = 120.0
 def client(service: str, aws: AwsSettings):
     """A boto3 client for `service` ("kinesis" or "dynamodb") with the settings'
     region, credentials and endpoint; botocore's retries off (see `call`)."""
+    endpoint = {"kinesis": aws.kinesis_endpoint, "dynamodb": aws.dynamodb_endpoint}.get(service)
+    return client_for(service, region=aws.region, access_key_id=aws.access_key_id,
+                      secret_access_key=aws.secret_access_key, endpoint=endpoint)
+
+
+def client_for(service: str, *, region: str | None, access_key_id: str | None,
+               secret_access_key: str | None, session_token: str | None = None,
+               endpoint: str | None = None):
+    """A boto3 client for any AWS service (S3 and SQS for stages and pipes too);
+    credentials None: boto3's default chain. botocore's retries off (see `call`)."""
     import boto3
     import botocore.config
 
-    endpoint = {"kinesis": aws.kinesis_endpoint, "dynamodb": aws.dynamodb_endpoint}.get(service)
-    session = boto3.session.Session(aws_access_key_id=aws.access_key_id,
-                                    aws_secret_access_key=aws.secret_access_key,
-                                    region_name=aws.region)
+    session = boto3.session.Session(aws_access_key_id=access_key_id,
+                                    aws_secret_access_key=secret_access_key,
+                                    aws_session_token=session_token, region_name=region)
     if not session.region_name:
         raise ConfigError(f"no AWS region for {service}: set aws.region (e.g. us-east-1)")
     config = botocore.config.Config(retries={"max_attempts": 1, "mode": "standard"},

@@ -32,12 +32,12 @@ _BATCH_ROWS = 8192
 
 
 def location_key(location: str) -> str:
-    """A file location as Spark's binaryFile and a StagedFile write it (file:/x, file:///x)
-    reduced to one form."""
+    """A file location as Spark's binaryFile and a StagedFile write it (file:/x,
+    file:///x, s3a://bucket/a%20b) reduced to one form."""
     parsed = urlparse(location)
     if parsed.scheme in ("", "file"):
         return "file://" + unquote(parsed.path)
-    return location
+    return f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
 
 
 class _FileSplitter:

@@ -33,7 +33,7 @@ from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.sql.stage_ddl import StageRef, options_of, parse_stage_ref, value_of
 from floeline.sql.statements import Name, Statement, select_item_texts, table_name
 from floeline.sql.transform import compile_stage_select
-from floeline.warehouse import load_history, stages, tables
+from floeline.warehouse import load_history, stage_store, stages, tables
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.load_history import LOAD_FAILED, LOADED, PARTIALLY_LOADED, FileLoad
 from floeline.warehouse.pipes import Pipe, PipeColumn
@@ -200,6 +200,7 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
     # Spark's file sources skip empty files: they are loaded here, with no rows.
     empty = [{"file": f.name, "size": 0, "md5": EMPTY_MD5, "modified_ms": f.modified_ms, "parsed": 0,
               "errors": 0, "first": None} for f in files if f.size == 0]
+    stage_store.prepare_spark(spark, stage)
     # The files are read and parsed once; the figures and the write reuse the result.
     rows = read_staged(spark, [f for f in files if f.size > 0], fmt).selectExpr(
         "file", "size", "modified_ms", "md5", "row", "line", "error",

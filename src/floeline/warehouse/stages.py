@@ -14,31 +14,20 @@ is what SHOW/DESCRIBE print."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import quote, unquote
 
 from floeline.errors import SqlError
 from floeline.records.file_formats import FileFormat, FileFormatError
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.pipes import write_atomically
+from floeline.warehouse.stage_store import StagedFile, store_for  # noqa: F401 - StagedFile re-exported
 
-STAGES_DIR, FORMATS_DIR, STAGE_FILES_DIR = "_stages", "_file_formats", "_stage_files"
+STAGES_DIR, FORMATS_DIR = "_stages", "_file_formats"
 SECRET_KEYS = ("AWS_SECRET_KEY", "AWS_TOKEN")
 _FORMAT = 1
-
-
-@dataclass(frozen=True)
-class StagedFile:
-    """A file in a stage: its path relative to the stage, where Spark reads it, its
-    size and last modification (epoch ms)."""
-
-    name: str
-    location: str
-    size: int
-    modified_ms: int
 
 
 @dataclass(frozen=True)
@@ -168,40 +157,10 @@ def resolve_format(warehouse: Warehouse, stage: Stage | None, options: dict[str,
 # ---- the files of a stage --------------------------------------------------------------
 
 
-def stage_root(warehouse: Warehouse, stage: Stage) -> str:
-    """Where the stage's files are, as a local directory (file:// and internal stages)."""
-    if stage.url is None:
-        return str(warehouse.root / stage.database / stage.schema / STAGE_FILES_DIR / quote(stage.name, safe=""))
-    parsed = urlparse(stage.url)
-    if parsed.scheme == "file":
-        return unquote(parsed.path)
-    raise SqlError(f"stage {stage.full_name}: reading {parsed.scheme}:// stages is not supported yet "
-                   f"(file:// and internal stages are)")
-
-
 def list_files(warehouse: Warehouse, stage: Stage, path: str = "") -> list[StagedFile]:
     """The stage's files under `path` (a prefix relative to the stage), sorted by name;
-    hidden files (starting with `.` or `_`) and temporary files are left out."""
-    root = Path(stage_root(warehouse, stage))
-    prefix = path.lstrip("/")
-    found = []
-    if not root.is_dir():
-        return found
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "_")))
-        for filename in filenames:
-            if filename.startswith((".", "_")):
-                continue
-            full = Path(dirpath) / filename
-            name = full.relative_to(root).as_posix()
-            if not name.startswith(prefix):
-                continue
-            try:
-                st = full.stat()
-            except FileNotFoundError:
-                continue  # removed while listing
-            found.append(StagedFile(name, full.as_uri(), st.st_size, st.st_mtime_ns // 1_000_000))
-    return sorted(found, key=lambda f: f.name)
+    hidden files (starting with `.` or `_`) are left out. See stage_store.py."""
+    return store_for(warehouse, stage).list(path)
 
 
 def select_files(files: list[StagedFile], prefix: str, names: list[str] | None,

@@ -1,0 +1,204 @@
+"""Where a stage's files live, and how to list them and let Spark read them: a local
+directory (file:// URLs and internal stages) or a prefix of an S3 bucket (s3:// URLs,
+any S3-compatible store with ENDPOINT), read by Spark through Hadoop's s3a.
+
+`store_for(warehouse, stage)` picks the implementation from the URL's scheme, as
+pyiceberg picks a FileIO. Both give the same StagedFile: its name relative to the
+stage (what FILES=, PATTERN= and the load history use), the location Spark reads, its
+size and its last modification."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import quote, unquote, urlparse
+
+from floeline.errors import SqlError
+from floeline.warehouse.catalog import Warehouse
+
+STAGE_FILES_DIR = "_stage_files"
+DEFAULT_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    """A file in a stage: its path relative to the stage, where Spark reads it, its
+    size and last modification (epoch ms)."""
+
+    name: str
+    location: str
+    size: int
+    modified_ms: int
+
+
+def hidden(name: str) -> bool:
+    """Files and folders starting with `.` or `_` (temporary and marker files) are not
+    staged files, as Spark and Hadoop treat them."""
+    return any(part.startswith((".", "_")) for part in name.split("/"))
+
+
+class StageStore(Protocol):
+    def list(self, path: str = "") -> list[StagedFile]:
+        """The stage's files whose name starts with `path`, sorted by name."""
+
+    def file(self, name: str) -> StagedFile | None:
+        """One file by its name in the stage, or None when it is not there (now)."""
+
+    def prepare_spark(self, spark) -> None:
+        """Make the store's locations readable by `spark` (credentials, endpoint)."""
+
+
+class LocalStore:
+    """A directory: a file:// stage's URL, or an internal stage's folder in the warehouse."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def list(self, path: str = "") -> list[StagedFile]:
+        prefix = path.lstrip("/")
+        found = []
+        if not self.root.is_dir():
+            return found
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames[:] = sorted(d for d in dirnames if not hidden(d))
+            for filename in filenames:
+                name = (Path(dirpath) / filename).relative_to(self.root).as_posix()
+                if name.startswith(prefix) and not hidden(filename):
+                    staged = self.file(name)
+                    if staged is not None:  # None: removed while listing
+                        found.append(staged)
+        return sorted(found, key=lambda f: f.name)
+
+    def file(self, name: str) -> StagedFile | None:
+        full = self.root / name
+        try:
+            st = full.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return StagedFile(name, full.as_uri(), st.st_size, st.st_mtime_ns // 1_000_000)
+
+    def prepare_spark(self, spark) -> None:
+        pass
+
+
+class S3Store:
+    """A prefix of an S3 bucket: listed with boto3, read by Spark as s3a://bucket/key.
+    The stage's credentials (or the default chain) and ENDPOINT go to s3a as settings
+    of that bucket only (fs.s3a.bucket.<bucket>.*), so stages on different stores can
+    be read by one Spark session."""
+
+    def __init__(self, url: str, credentials: dict[str, str], endpoint: str | None):
+        parsed = urlparse(url)
+        if not parsed.netloc:
+            raise SqlError(f"stage URL {url!r} has no bucket (s3://bucket/prefix/)")
+        self.bucket, self.prefix = parsed.netloc, unquote(parsed.path).lstrip("/")
+        self.credentials = {k.upper(): v for k, v in credentials.items()}
+        self.endpoint = endpoint
+        self.region = region()
+        self._client = None
+
+    @property
+    def client(self):
+        from floeline.sources import aws
+
+        if self._client is None:
+            self._client = aws.client_for(
+                "s3", region=self.region, access_key_id=self.credentials.get("AWS_KEY_ID"),
+                secret_access_key=self.credentials.get("AWS_SECRET_KEY"),
+                session_token=self.credentials.get("AWS_TOKEN"), endpoint=self.endpoint)
+        return self._client
+
+    def _call(self, what: str, fn, **kwargs):
+        from floeline.sources import aws
+
+        try:
+            return aws.call(f"S3 {what} on s3://{self.bucket}/{self.prefix}", fn, endpoint=self.endpoint,
+                            passthrough=frozenset({"NoSuchKey", "404", "NotFound"}), **kwargs)
+        except Exception as exc:
+            if aws.error_code(exc) == "NoSuchBucket" or "NoSuchBucket" in str(exc):
+                raise SqlError(f"bucket {self.bucket} does not exist at "
+                               f"{self.endpoint or 'AWS'}; check the stage's URL and ENDPOINT") from None
+            raise
+
+    def _staged(self, key: str, size: int, modified) -> StagedFile:
+        return StagedFile(key[len(self.prefix):], f"s3a://{self.bucket}/{key}", size,
+                          int(modified.timestamp() * 1000))
+
+    def list(self, path: str = "") -> list[StagedFile]:
+        found, token = [], None
+        while True:
+            page = self._call("ListObjectsV2", self.client.list_objects_v2, Bucket=self.bucket,
+                              Prefix=self.prefix + path.lstrip("/"),
+                              **({"ContinuationToken": token} if token else {}))
+            for item in page.get("Contents", []):
+                name = item["Key"][len(self.prefix):]
+                if name and not name.endswith("/") and not hidden(name):
+                    found.append(self._staged(item["Key"], item["Size"], item["LastModified"]))
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return sorted(found, key=lambda f: f.name)
+
+    def file(self, name: str) -> StagedFile | None:
+        from floeline.sources import aws
+
+        key = self.prefix + name
+        try:
+            head = self._call("HeadObject", self.client.head_object, Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            if aws.error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise
+        return self._staged(key, head["ContentLength"], head["LastModified"])
+
+    def hadoop_settings(self) -> dict[str, str]:
+        """The s3a settings of this bucket (fs.s3a.bucket.<bucket>.<key>)."""
+        settings = {"endpoint.region": self.region}
+        if self.endpoint:
+            settings.update({"endpoint": self.endpoint, "path.style.access": "true",
+                             "connection.ssl.enabled": str(self.endpoint.startswith("https")).lower()})
+        if self.credentials.get("AWS_KEY_ID"):
+            settings.update({"access.key": self.credentials["AWS_KEY_ID"],
+                             "secret.key": self.credentials.get("AWS_SECRET_KEY", "")})
+            if self.credentials.get("AWS_TOKEN"):
+                settings.update({"session.token": self.credentials["AWS_TOKEN"],
+                                 "aws.credentials.provider":
+                                     "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"})
+            else:
+                settings["aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        return {f"fs.s3a.bucket.{self.bucket}.{k}": v for k, v in settings.items()}
+
+    def prepare_spark(self, spark) -> None:
+        conf = spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in self.hadoop_settings().items():
+            conf.set(key, value)
+
+
+def store_for(warehouse: Warehouse, stage) -> StageStore:
+    """The store of a stage (warehouse/stages.py's Stage), by its URL's scheme."""
+    if stage.url is None:
+        return LocalStore(warehouse.root / stage.database / stage.schema / STAGE_FILES_DIR
+                          / quote(stage.name, safe=""))
+    parsed = urlparse(stage.url)
+    if parsed.scheme == "file":
+        return LocalStore(Path(unquote(parsed.path)))
+    if is_s3(stage):
+        return S3Store(stage.url, stage.credentials, stage.endpoint)
+    raise SqlError(f"stage {stage.full_name}: {parsed.scheme}:// stages are not supported "
+                   f"(file://, s3:// and internal stages are)")
+
+
+def is_s3(stage) -> bool:
+    return urlparse(stage.url or "").scheme in ("s3", "s3a")
+
+
+def region() -> str:
+    """The AWS region of S3 stages and their queues: AWS_REGION, else us-east-1."""
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+
+
+def prepare_spark(spark, stage) -> None:
+    """Let `spark` read the stage's locations (nothing to do for local stages)."""
+    if is_s3(stage):
+        S3Store(stage.url, stage.credentials, stage.endpoint).prepare_spark(spark)
