@@ -1,11 +1,13 @@
-"""Local AWS endpoints for the demo and the tests: Kinesis and DynamoDB on 127.0.0.1.
+"""Local AWS endpoints for the demo and the tests: Kinesis, DynamoDB, S3, SQS and
+Firehose on 127.0.0.1.
 
 Kinesis is kinesis-local (the npm build of kinesis-mock, run by node), installed at
 set-up into `cache_dir()` by `install_kinesis_local`; starting it never runs npm.
 kinesis-local always binds every interface, so node preloads resources/loopback-only.js,
 which makes its listeners bind 127.0.0.1. DynamoDB (and any other AWS service floeline
-needs later: S3, SQS, Firehose) is moto's server, a Python package in the virtualenv: one
-process serves every service on one port. Both keep their data in memory only: a
+needs: S3, SQS, Firehose) is moto's server, a Python package in the virtualenv: one
+process serves every service on one port (Firehose delivers to its S3, S3 notifies its
+SQS). Both keep their data in memory only: a
 restart forgets the streams and tables.
 
 As with devkafka, the services run detached and everything about them (pids, logs,
@@ -46,7 +48,7 @@ class Service:
     """One local service process and how the CLI and the user name it."""
 
     name: str  # its files in the state dir: <name>.pid, <name>.log, <name>.endpoint
-    label: str  # the CLI prints `<label>.endpoint=URL`
+    labels: tuple[str, ...]  # the AWS services it serves: the CLI prints `<label>.endpoint=URL`
     port_option: str  # the CLI option that chooses its port ...
     port_env: str  # ... and the environment variable
     default_port: int
@@ -54,9 +56,9 @@ class Service:
     probe: str  # ... answering this call (no arguments) proves the service is serving
 
 
-KINESIS = Service("kinesis", "kinesis", "--kinesis-port", "FLOELINE_KINESIS_PORT", 4568,
+KINESIS = Service("kinesis", ("kinesis",), "--kinesis-port", "FLOELINE_KINESIS_PORT", 4568,
                   "kinesis", "list_streams")
-MOTO = Service("moto", "dynamodb", "--moto-port", "FLOELINE_MOTO_PORT", 5000,
+MOTO = Service("moto", ("dynamodb", "s3", "sqs", "firehose"), "--moto-port", "FLOELINE_MOTO_PORT", 5000,
                "dynamodb", "list_tables")
 SERVICES = (KINESIS, MOTO)
 # moto first: its port is then taken, so kinesis-local's HTTPS listener (on port+1 if
@@ -116,7 +118,7 @@ def install_kinesis_local() -> Path:
 def start(state_dir: Path | str | None = None, kinesis_port: int | None = None,
           moto_port: int | None = None, timeout_s: float = 60) -> dict[str, str]:
     """Start the services of `state_dir` (or find them running) and return their
-    endpoints by label, {"kinesis": "http://127.0.0.1:4568", "dynamodb": ...}, once each
+    endpoints by label, {"kinesis": "http://127.0.0.1:4568", "dynamodb": ..., "s3": ...}, once each
     answers a request. Idempotent: a running service is kept as is, on whatever port it
     has. All or nothing: if one cannot start, the ones this call started are stopped."""
     state = _state_dir(state_dir)
@@ -143,7 +145,7 @@ def start(state_dir: Path | str | None = None, kinesis_port: int | None = None,
             for service in started:
                 _stop(service, state, timeout_s=10)
             raise
-    return {s.label: endpoints[s] for s in SERVICES}
+    return {label: endpoints[s] for s in SERVICES for label in s.labels}
 
 
 def stop(state_dir: Path | str | None = None, timeout_s: float = 30) -> bool:
@@ -161,7 +163,7 @@ def running_endpoints(state_dir: Path | str | None = None) -> dict[str, str]:
     for service in SERVICES:
         endpoint = _recorded_endpoint(service, state) if _running_pid(service, state) else None
         if endpoint and port_accepts(_port_of(endpoint)):
-            endpoints[service.label] = endpoint
+            endpoints.update({label: endpoint for label in service.labels})
     return endpoints
 
 
@@ -174,7 +176,7 @@ def _check_can_launch(service: Service, state: Path, port: int) -> None:
     if port_accepts(port) or not port_free(port):
         raise ServiceUnavailable(
             f"port {port} on {HOST} is already in use by another program (not the local "
-            f"{service.label} of {state}); stop that program or pick another port with "
+            f"{'/'.join(service.labels)} of {state}); stop that program or pick another port with "
             f"{service.port_option} <port> or {service.port_env}=<port>")
     if service is KINESIS:
         if installed_stamp(kinesis_local_dir()) != KINESIS_LOCAL_VERSION:
@@ -233,7 +235,7 @@ def _wait_until_serving(service: Service, endpoint: str, state: Path, alive: Cal
         except (BotoCoreError, ClientError):
             return False
 
-    poll_until_serving(f"the local {service.label} at {endpoint}", state / f"{service.name}.log",
+    poll_until_serving(f"the local {'/'.join(service.labels)} at {endpoint}", state / f"{service.name}.log",
                        answers, alive, timeout_s)
 
 

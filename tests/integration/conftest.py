@@ -105,6 +105,16 @@ class LocalAws:
     def __init__(self, kinesis_endpoint: str, dynamodb_endpoint: str):
         self.kinesis_endpoint = kinesis_endpoint
         self.dynamodb_endpoint = dynamodb_endpoint
+        self.moto_endpoint = dynamodb_endpoint  # moto also serves S3, SQS and Firehose
+
+    def client(self, service: str):
+        """A boto3 client of the local `service` (kinesis, dynamodb, s3, sqs, firehose)."""
+        import boto3
+
+        endpoint = self.kinesis_endpoint if service == "kinesis" else self.moto_endpoint
+        return boto3.client(service, endpoint_url=endpoint, region_name=self.region,
+                            aws_access_key_id=self.access_key_id,
+                            aws_secret_access_key=self.secret_access_key)
 
     def settings(self):
         from floeline.config.kinesis import AwsSettings
@@ -117,8 +127,8 @@ class LocalAws:
 
 @pytest.fixture(scope="session")
 def aws(tmp_path_factory):
-    """Local Kinesis (kinesis-local) and DynamoDB (moto) started for this run (stopped
-    at the end)."""
+    """Local Kinesis (kinesis-local) and DynamoDB, S3, SQS, Firehose (moto) started for
+    this run (stopped at the end)."""
     from floeline import devaws
 
     state = tmp_path_factory.mktemp("aws")

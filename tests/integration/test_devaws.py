@@ -77,7 +77,8 @@ def state(tmp_path):
 def test_cli_start_status_stop(state):
     kinesis_port, moto_port = free_port(), free_port()
     expected = (f"kinesis.endpoint=http://127.0.0.1:{kinesis_port}\n"
-                f"dynamodb.endpoint=http://127.0.0.1:{moto_port}\n")
+                + "".join(f"{service}.endpoint=http://127.0.0.1:{moto_port}\n"
+                          for service in ("dynamodb", "s3", "sqs", "firehose")))
     ports = ["--state-dir", str(state), "--kinesis-port", str(kinesis_port),
              "--moto-port", str(moto_port)]
 

@@ -308,8 +308,9 @@ class Ddl:
     def create_stage_pipe(self, create: CreatePipe, parsed: Parsed, database: str, schema: str, name: str):
         """A pipe that loads staged files: its COPY is checked (table, stage, file format,
         transformation) and stored; `floeline pipes run` runs it when AUTO_INGEST=TRUE."""
+        from floeline.sources import s3_notifications
         from floeline.sql.copy import parse_copy, transformation
-        from floeline.warehouse import stages
+        from floeline.warehouse import stage_store, stages
 
         copy = parse_copy(create.copy)
         table = copy.table if len(copy.table.parts) == 3 else copy.table.qualified(database, schema)
@@ -335,7 +336,12 @@ class Ddl:
                     "pattern": copy.pattern,
                     "file_format": copy.file_format, "on_error": on_error,
                     "match_by_column_name": compiled is None, "auto_ingest": create.auto_ingest,
-                    "refreshed_ms": 0}
+                    "refreshed_ms": 0, "notification_channel": None}
+        if create.auto_ingest and stage_store.is_s3(stage):
+            # As Snowpipe: the pipe's own queue, for the bucket's ObjectCreated events.
+            settings["notification_channel"] = s3_notifications.ensure_queue(
+                s3_notifications.queue_name(database, schema, name), stage_store.region(),
+                stage.credentials, stage.endpoint)
         pipes.save(self.warehouse, pipes.Pipe(
             name=name, table=ref.name, kind="pipe", sql=parsed.statement.text,
             columns=compiled.columns if compiled is not None else (), database=ref.database,
@@ -366,8 +372,7 @@ class Ddl:
                 database, schema, pipe.name)
             kind = ("AUTO_INGEST" if pipe.copy.get("auto_ingest") else "STAGE") if pipe.loads_files else "USER"
             rows.append((pipe.name, database, schema, f"{pipe.database}.{pipe.schema}.{pipe.table}",
-                         # Pipes find new files by listing their stage: no event queue.
-                         kind, "Y" if used else "N", pipe.sql, None))
+                         kind, "Y" if used else "N", pipe.sql, pipe.copy.get("notification_channel")))
         user_tables = {(r[1], r[2], r[0]) for r in rows if r[5] == "Y"}
         for ref in self.warehouse.list_tables():
             if self.interactive(ref) is not None:
