@@ -171,10 +171,12 @@ def _cmd_setup(_args) -> int:
 
 
 def _cmd_demo(args) -> int:
-    from floeline.demo import run_demo, run_kinesis_demo
+    from floeline.demo import run_demo, run_firehose_demo, run_kinesis_demo
 
     if args.source == "kinesis":
         return run_kinesis_demo(warehouse=args.warehouse)
+    if args.source == "firehose":
+        return run_firehose_demo(warehouse=args.warehouse)
     return run_demo(warehouse=args.warehouse)
 
 
@@ -230,8 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_setup)
 
     p = sub.add_parser("demo", help="ORDERS events through a local Kafka broker (default) or a "
-                                    "local Kinesis stream -> a Delta table, printed")
-    p.add_argument("source", nargs="?", choices=("kafka", "kinesis"), default="kafka")
+                                    "local Kinesis stream -> a Delta table, printed; firehose: "
+                                    "Firehose -> S3 -> SQS -> an auto-ingest pipe")
+    p.add_argument("source", nargs="?", choices=("kafka", "kinesis", "firehose"), default="kafka")
     p.add_argument("--warehouse", default="./warehouse")
     p.set_defaults(func=_cmd_demo)
     return parser

@@ -98,3 +98,77 @@ def run_kinesis_demo(warehouse: str = "./warehouse") -> int:
     print(format_rows(run_sql(spark, "SELECT RECORD_METADATA FROM KINESIS_ORDERS "
                                      "ORDER BY order_id DESC LIMIT 1", wh), "json"))
     return 0
+
+
+FIREHOSE_BUCKET = "floeline-demo"
+FIREHOSE_STREAM = "tweets"
+
+
+def demo_tweets(round_no: int, count: int) -> list[dict]:
+    """Tweet-like JSON events, as the seed's Twitter listener puts them to Firehose."""
+    return [{"id": round_no * 1000 + i, "user": CUSTOMERS[i % len(CUSTOMERS)],
+             "text": f"floeline demo tweet {i} of round {round_no}", "lang": "en",
+             "created_at": int(time.time() * 1000)} for i in range(count)]
+
+
+def run_firehose_demo(warehouse: str = "./warehouse", rounds: int = 3) -> int:
+    """The seed's Firehose -> S3 -> Snowpipe scenario on the local AWS: a delivery
+    stream writes objects to a bucket, the bucket notifies the pipe's queue (its
+    notification_channel from SHOW PIPES), and the pipe service loads each object
+    into a VARIANT table while `SELECT count(*)` grows."""
+    import boto3
+
+    from floeline import devaws
+    from floeline.ingest.pipe_service import PipeService
+    from floeline.spark import get_spark
+    from floeline.sql.query import format_rows, run_sql
+    from floeline.sql.script import run_script
+    from floeline.warehouse.catalog import Warehouse
+
+    endpoints = devaws.start()
+    for line in devaws.endpoint_lines(endpoints):
+        print(f"local aws: {line}")
+    credentials = {"aws_access_key_id": "floeline", "aws_secret_access_key": "floeline"}
+    s3, firehose = (boto3.client(service, endpoint_url=endpoints[service], region_name=devaws.REGION,
+                                 **credentials) for service in ("s3", "firehose"))
+    if FIREHOSE_BUCKET not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+        s3.create_bucket(Bucket=FIREHOSE_BUCKET)
+    spark = get_spark()
+    wh = Warehouse(warehouse)
+    setup = f"""
+        CREATE TABLE IF NOT EXISTS twitter_stream.public.tweets (tweet VARIANT);
+        CREATE OR REPLACE STAGE twitter_stream.public.tweets_stage URL='s3://{FIREHOSE_BUCKET}/tweets/'
+          ENDPOINT='{endpoints["s3"]}'
+          CREDENTIALS=(AWS_KEY_ID='{credentials["aws_access_key_id"]}' AWS_SECRET_KEY='{credentials["aws_secret_access_key"]}')
+          FILE_FORMAT=(TYPE=JSON);
+        CREATE OR REPLACE PIPE twitter_stream.public.tweets_pipe AUTO_INGEST=TRUE AS
+          COPY INTO twitter_stream.public.tweets FROM @twitter_stream.public.tweets_stage"""
+    print(setup.replace(credentials["aws_secret_access_key"] + "'", "****'"))
+    run_script(spark, setup, wh)
+    pipes = run_sql(spark, "SHOW PIPES", wh).collect()
+    channel = next(p["notification_channel"] for p in pipes if p["name"] == "TWEETS_PIPE")
+    print(f"\nSHOW PIPES: TWEETS_PIPE notification_channel={channel}")
+    s3.put_bucket_notification_configuration(Bucket=FIREHOSE_BUCKET, NotificationConfiguration={
+        "QueueConfigurations": [{"Id": "tweets_pipe", "QueueArn": channel, "Events": ["s3:ObjectCreated:*"],
+                                 "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "tweets/"}]}}}]})
+    print(f"bucket {FIREHOSE_BUCKET}: ObjectCreated events under tweets/ -> {channel}")
+    if FIREHOSE_STREAM not in firehose.list_delivery_streams()["DeliveryStreamNames"]:
+        firehose.create_delivery_stream(
+            DeliveryStreamName=FIREHOSE_STREAM, DeliveryStreamType="DirectPut",
+            ExtendedS3DestinationConfiguration={"RoleARN": "arn:aws:iam::123456789012:role/firehose",
+                                                "BucketARN": f"arn:aws:s3:::{FIREHOSE_BUCKET}",
+                                                "Prefix": "tweets/"})
+    service = PipeService(spark, wh, report=lambda line: print(f"  {line}"))
+    service.poll()  # the first pass lists the stage (files from an earlier demo run)
+    count = "SELECT count(*) AS tweets FROM twitter_stream.public.tweets"
+    for round_no in range(1, rounds + 1):
+        tweets = demo_tweets(round_no, 5)
+        firehose.put_record_batch(DeliveryStreamName=FIREHOSE_STREAM,
+                                  Records=[{"Data": json.dumps(t).encode()} for t in tweets])
+        print(f"\nround {round_no}: put {len(tweets)} tweets to Firehose stream '{FIREHOSE_STREAM}'")
+        service.poll()
+        print(format_rows(run_sql(spark, count, wh)))
+    print("\nSELECT tweet FROM twitter_stream.public.tweets (one row):")
+    print(format_rows(run_sql(spark, "SELECT tweet FROM twitter_stream.public.tweets "
+                                     "ORDER BY tweet:id::int DESC LIMIT 1", wh), "json"))
+    return 1 if service.failures else 0
