@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.floeline-setup
 
-.PHONY: setup demo test unit bench kafka-start kafka-stop aws-start aws-stop clean
+.PHONY: setup demo demo-firehose test unit bench kafka-start kafka-stop aws-start aws-stop clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,9 @@ $(STAMP): requirements.lock pyproject.toml
 
 demo: setup
 	$(BIN)/floeline demo
+
+demo-firehose: setup
+	$(BIN)/floeline demo firehose
 
 test: setup
 	$(BIN)/pytest -q tests

@@ -9,7 +9,8 @@ first use; `floeline setup` pre-fetches them). Two wrinkles, both measured here:
   spark.jars.packages) and the 4.0.0 jar (Kafka auth-config helpers, API-stable since
   3.x) is fetched once with Maven and added through spark.jars.
 - Delta's log4j dependencies are excluded: PySpark ships its own log4j.
-spark.jars also carries floeline's own compiled Spark functions (jvm.py).
+spark.jars also carries floeline's own compiled Spark functions (jvm.py) and the s3a
+jars (hadoop-aws and its AWS SDK modules, fetched with Maven at set-up: `s3a_jars`).
 """
 
 from __future__ import annotations
