@@ -77,7 +77,7 @@ class SnowpipeSink:
     def __init__(self, pipeline):
         self.pipeline = pipeline
         self.table_sink = TableSink(pipeline)  # its `landing` (replays, bad records)
-        self.stages: dict[str, stages.Stage] = {}  # table full name -> its stage, once set up
+        self.stages: dict[str, tuple] = {}  # table full name -> (stage, pipe), once set up
         self.recovered: set[str] = set()
 
     # ---- objects -------------------------------------------------------------------
@@ -102,7 +102,10 @@ class SnowpipeSink:
 
         p = self.pipeline
         ref = state.ref
+        ready = self.stages.get(ref.full_name)
         schema = p.tables.schema(state)
+        if ready is not None and schema is not None:
+            return ready
         if schema is None:
             tables.create_table(p.spark, ref, [Column(METADATA_COLUMN, "variant"),
                                                Column(CONTENT_COLUMN, "variant")], evolution=True)
@@ -124,7 +127,7 @@ class SnowpipeSink:
                 f"@{_sql_name(ref.database, ref.schema, stage.name)}) FILE_FORMAT=(TYPE=JSON)"),
                 p.warehouse)
             pipe = pipes.load(p.warehouse, ref.database, ref.schema, "pipe", pipe_name)
-        self.stages[ref.full_name] = stage
+        self.stages[ref.full_name] = stage, pipe
         return stage, pipe
 
     # ---- start-up: what a crash left in the stage ----------------------------------
@@ -178,12 +181,13 @@ class SnowpipeSink:
         p = self.pipeline
         ref = state.ref
         self.recover(state)
-        table_rows, expected, _replayed, after = self.table_sink.landing(
+        table_rows, expected, replayed, after = self.table_sink.landing(
             state, table_rows, channels, finished, report)
         if expected <= 0 and p.tables.schema(state) is None:
             state.committed = after  # nothing lands: no table just to hold positions
             return
         stage, pipe = self._set_up(state)
+        phase("set up")
         positions = commit_entry(p.config.name, after)
         p.source.before_commit()
         if expected <= 0:  # only positions move (records replayed, diverted or skipped)
@@ -193,11 +197,16 @@ class SnowpipeSink:
             state.committed = after
             return
         store = self._store(stage)
-        files = self._stage_files(state, table_rows, store)
+        # Each channel's offset range: the batch's statistics, unless some records were
+        # taken out (replays, filtered, tombstones, bad records) and the files hold fewer.
+        exact = not replayed and not any(c["bad"] or c["filtered"] or c["tombstones"]
+                                         for c in channels.values())
+        ranges = {ch: (c["first"], c["last"]) for ch, c in channels.items()} if exact else None
+        files = self._stage_files(state, table_rows, store, ranges)
         phase("stage files")
         from floeline.sql.copy import load_files
 
-        schema = p.tables.schema(state, refresh=True)
+        schema = p.tables.schema(state)
         fmt = stages.resolve_format(p.warehouse, stage, None, stage.database, stage.schema)
         pipe_full = f"{ref.database}.{ref.schema}.{pipe.name}"
         try:
@@ -236,14 +245,16 @@ class SnowpipeSink:
             parts[channel] = snowpipe_files.partition_part(partition, route if shared else None)
         return parts
 
-    def _stage_files(self, state: TableState, rows, store) -> list[stages.StagedFile]:
+    def _stage_files(self, state: TableState, rows, store, ranges) -> list[stages.StagedFile]:
         """Write each channel's rows as one gzip JSON-lines file in the stage, in
-        position order; the staged files."""
+        position order; the staged files. `ranges`: channel -> (first, last) position
+        of its rows, or None to compute them."""
         p = self.pipeline
-        ranges = rows.groupBy("channel").agg(
-            _expr(f"{min_position_sql('position')} AS first"),
-            _expr(f"{max_position_sql('position')} AS last")).collect()
-        index = {r["channel"]: i for i, r in enumerate(sorted(ranges, key=lambda r: r["channel"]))}
+        if ranges is None:
+            ranges = {r["channel"]: (r["first"], r["last"]) for r in rows.groupBy("channel").agg(
+                _expr(f"{min_position_sql('position')} AS first"),
+                _expr(f"{max_position_sql('position')} AS last")).collect()}
+        index = {ch: i for i, ch in enumerate(sorted(ranges))}
         lookup = "map(" + ", ".join(f"{sql_string(ch)}, {i}" for ch, i in index.items()) + ")"
         parts = self._partition_parts(state, list(index))
         content = "CASE WHEN _tombstone THEN parse_json('{}') ELSE v END"
@@ -257,14 +268,13 @@ class SnowpipeSink:
              .text(str(tmp)))
             now = int(time.time() * 1000)
             staged = []
-            for r in ranges:
-                i = index[r["channel"]]
-                written = sorted((tmp / f"_i={i}").glob("part-*"))
+            for channel, (first, last) in sorted(ranges.items()):
+                written = sorted((tmp / f"_i={index[channel]}").glob("part-*"))
                 if len(written) != 1:
-                    raise TableError(f"staging channel {r['channel']}: expected one file, Spark wrote "
+                    raise TableError(f"staging channel {channel}: expected one file, Spark wrote "
                                      f"{len(written)}")
-                name = snowpipe_files.file_name(p.config.name, state.ref.name, parts[r["channel"]],
-                                                r["first"], r["last"], now)
+                name = snowpipe_files.file_name(p.config.name, state.ref.name, parts[channel],
+                                                first, last, now)
                 target = store.root / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 written[0].replace(target)
