@@ -351,7 +351,7 @@ def test_cloud_and_runtime_keys_are_accepted_and_listed_as_ignored():
         "consumer.override.max.poll.records": "500",
     })
     assert c.ignored_keys == (
-        "connector.class", "jvm.proxy.host", "jvm.proxy.port", "snowflake.ingestion.method",
+        "connector.class", "jvm.proxy.host", "jvm.proxy.port",
         "snowflake.oauth.some.future.key", "snowflake.private.key", "snowflake.role.name",
         "snowflake.url.name", "snowflake.user.name", "tasks.max",
     )
@@ -373,3 +373,18 @@ def test_known_keys_cover_the_documented_parameters():
         "connector.class", "tasks.max", "topics", "topics.regex", "name",
     }
     assert documented <= KNOWN_KEYS
+
+
+def test_ingestion_method_is_a_validated_setting():
+    assert cfg().ingestion_method == "SNOWPIPE_STREAMING"
+    assert cfg().schematization is True
+    snowpipe = cfg(**{"snowflake.ingestion.method": "snowpipe"})
+    assert snowpipe.ingestion_method == "SNOWPIPE"
+    assert snowpipe.schematization is False  # RECORD_METADATA + RECORD_CONTENT, as Snowflake
+    assert cfg(**{"snowflake.ingestion.method": "SNOWPIPE",
+                  "snowflake.enable.schematization": "false"}).schematization is False
+    with pytest.raises(ConfigError, match="snowflake.ingestion.method='PIPE' is not valid; accepted "
+                                          "values: SNOWPIPE_STREAMING, SNOWPIPE"):
+        cfg(**{"snowflake.ingestion.method": "PIPE"})
+    with pytest.raises(ConfigError, match="schematization is only available with Snowpipe Streaming"):
+        cfg(**{"snowflake.ingestion.method": "SNOWPIPE", "snowflake.enable.schematization": "true"})

@@ -62,6 +62,7 @@ class Connector:
         channels = self.source.channels()
         self.pipeline.routes = sorted({c.route for c in channels})
         committed = self.pipeline.committed(channels)
+        self.pipeline.sink.start()  # e.g. SNOWPIPE: staged files a crash left behind
         return self.source.open(self.spark, committed, self._has_checkpoint())
 
     def run(self, until_caught_up: bool = False) -> None:

@@ -1,11 +1,12 @@
 """The parts of the shared pipeline one connector's batches use: its source, its
-tables and their state, the bad-record router, the table sink, and the route ->
+tables and their state, the bad-record router, the sink (table or SNOWPIPE), and the route ->
 table rule. Nothing here knows which source it is."""
 
 from __future__ import annotations
 
 from floeline.ingest.bad_records import BadRecords
 from floeline.ingest.dead_letters import dead_letter_queue_for
+from floeline.ingest.snowpipe_sink import SnowpipeSink
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import Tables
 from floeline.records.decode import needs_python_decode, transform_chain_for
@@ -24,7 +25,9 @@ class Pipeline:
         self.warehouse = Warehouse(config.warehouse)
         self.tables = Tables(spark, self.warehouse, config.name)
         self.bad = BadRecords(config, spark, self.tables, source, dead_letter_queue_for(config))
-        self.sink = TableSink(self)
+        # snowflake.ingestion.method: rows straight into the table (Snowpipe Streaming),
+        # or through staged files loaded by the table's pipe (SNOWPIPE).
+        self.sink = SnowpipeSink(self) if config.ingestion_method == "SNOWPIPE" else TableSink(self)
         self.routes: list[str] = []  # the source's routes when the query started
 
     def table_ref(self, route: str) -> TableRef:

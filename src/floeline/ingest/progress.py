@@ -21,6 +21,8 @@ class BatchReport:
     latency_max_ms: int | None = None
     duration_s: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase (profiling)
+    # SNOWPIPE method: staged files that failed to load, moved to their table stage
+    failed_files: list[str] = field(default_factory=list)  # TABLE:path in the stage
 
     def _errors_detail(self) -> str:
         if not self.errors_by_table:
@@ -37,6 +39,8 @@ class BatchReport:
         line = (f"batch {self.batch_id}: read={self.records_read} written[{tables}] "
                 f"errors={self.errors}{self._errors_detail()} skipped={self.skipped} behind={behind} "
                 f"latency[{latency}] took={self.duration_s:.2f}s")
+        if self.failed_files:
+            line += f" failed_files[{', '.join(self.failed_files)}]"
         if os.environ.get("FLOELINE_PROFILE") == "1":
             line += " phases[" + " ".join(f"{k}={v:.2f}" for k, v in self.phases.items()) + "]"
         return line

@@ -28,6 +28,9 @@ class TableSink:
     def __init__(self, pipeline):
         self.pipeline = pipeline
 
+    def start(self) -> None:
+        """Nothing to do when the connector starts (the tables hold their positions)."""
+
     def write(self, state: TableState, table_rows, channels: dict, finished: set[str],
               report: BatchReport, phase, check_only: bool = False) -> None:
         """Append this batch's rows of one table, with its channels' new positions and
@@ -37,31 +40,8 @@ class TableSink:
         p = self.pipeline
         cfg = p.config
         ref = state.ref
-        expected = sum(c["records"] for c in channels.values())
-        # Replays: rows this table already holds (position <= the channel's position).
-        replayed = {ch: state.committed.positions[ch] for ch, c in channels.items()
-                    if state.holds(ch, c["first"])}
-        if replayed:
-            table_rows = table_rows.where(committed_filter_sql(Committed(replayed)))
-            expected = table_rows.count()
-            report.skipped += sum(c["records"] for c in channels.values()) - expected
-        if any(c["filtered"] for c in channels.values()):  # dropped by a Filter transform
-            filtered = (table_rows.where("_skip").count() if replayed
-                        else sum(c["filtered"] for c in channels.values()))
-            report.skipped += filtered
-            expected -= filtered
-            table_rows = table_rows.where("NOT _skip")
-        if cfg.null_values == "IGNORE" and any(c["tombstones"] for c in channels.values()):
-            tombstones = (table_rows.where("_tombstone").count() if replayed
-                          else sum(c["tombstones"] for c in channels.values()))
-            report.skipped += tombstones
-            expected -= tombstones
-            table_rows = table_rows.where("NOT _tombstone")
-        after = state.after({ch: c["last"] for ch, c in channels.items()}, finished)
+        table_rows, expected, replayed, after = self.landing(state, table_rows, channels, finished, report)
         user_metadata = commit_metadata(cfg.name, after)
-        if any(c["bad"] for c in channels.values()):
-            table_rows, rejected = p.bad.divert(table_rows, "_error", "_stage", ref, report, after)
-            expected -= rejected
 
         if expected <= 0 and p.tables.schema(state) is None:
             # Nothing lands and there is no table: none is created just to hold positions
@@ -128,6 +108,41 @@ class TableSink:
             state.known_keys |= frozenset(k for keys, _t in fields.values() for k in keys)
             state.one_pass_ready = clean and not replayed and not can_fail and bool(fields)
         report.rows_written[ref.name] = report.rows_written.get(ref.name, 0) + expected
+
+    def landing(self, state: TableState, table_rows, channels: dict, finished: set[str],
+                report: BatchReport):
+        """The rows of this batch that land in the table: without replays (rows the table
+        holds), rows a Filter dropped, ignored tombstones and bad records (routed to the
+        DLQ / error table). Returns them, how many there are, the replayed channels and
+        the table's positions once the batch commits."""
+        p = self.pipeline
+        cfg = p.config
+        ref = state.ref
+        expected = sum(c["records"] for c in channels.values())
+        # Replays: rows this table already holds (position <= the channel's position).
+        replayed = {ch: state.committed.positions[ch] for ch, c in channels.items()
+                    if state.holds(ch, c["first"])}
+        if replayed:
+            table_rows = table_rows.where(committed_filter_sql(Committed(replayed)))
+            expected = table_rows.count()
+            report.skipped += sum(c["records"] for c in channels.values()) - expected
+        if any(c["filtered"] for c in channels.values()):  # dropped by a Filter transform
+            filtered = (table_rows.where("_skip").count() if replayed
+                        else sum(c["filtered"] for c in channels.values()))
+            report.skipped += filtered
+            expected -= filtered
+            table_rows = table_rows.where("NOT _skip")
+        if cfg.null_values == "IGNORE" and any(c["tombstones"] for c in channels.values()):
+            tombstones = (table_rows.where("_tombstone").count() if replayed
+                          else sum(c["tombstones"] for c in channels.values()))
+            report.skipped += tombstones
+            expected -= tombstones
+            table_rows = table_rows.where("NOT _tombstone")
+        after = state.after({ch: c["last"] for ch, c in channels.items()}, finished)
+        if any(c["bad"] for c in channels.values()):
+            table_rows, rejected = p.bad.divert(table_rows, "_error", "_stage", ref, report, after)
+            expected -= rejected
+        return table_rows, expected, replayed, after
 
     # ---- the default pipe: keys -> columns ---------------------------------------
 

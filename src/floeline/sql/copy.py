@@ -188,10 +188,12 @@ def transformation(copy: CopyStatement, schema: TableSchema, fmt: FileFormat,
 
 def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, files, fmt: FileFormat,
                pipe: Pipe | None, on_error: str, history: load_history.Loaded | None,
-               pipe_name: str | None = None) -> list[FileLoad]:
+               pipe_name: str | None = None, commit_extra: dict | None = None) -> list[FileLoad]:
     """Load `files` into the table in one commit; the FileLoad of each file processed
     (files whose content the table already holds are left out unless `history` is None).
-    `pipe` None: the default pipe's key matching (MATCH_BY_COLUMN_NAME)."""
+    `pipe` None: the default pipe's key matching (MATCH_BY_COLUMN_NAME). `commit_extra`:
+    more keys for the commit's userMetadata (the SNOWPIPE method's channel positions),
+    committed atomically with the rows and the load history."""
     from pyspark import StorageLevel
 
     if not files:
@@ -242,7 +244,7 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
         out = out.selectExpr(*[f"{c} AS {quote_column(col.name)}" for c, col in zip(columns, schema.columns)])
         if loads:
             (out.write.format("delta").mode("append")
-             .option("userMetadata", load_history.commit_metadata(loads)).save(ref.path))
+             .option("userMetadata", load_history.commit_metadata(loads, commit_extra)).save(ref.path))
         return loads
     finally:
         rows.unpersist()

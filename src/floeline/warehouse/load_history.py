@@ -49,9 +49,10 @@ class FileLoad:
         return self.status in (LOADED, PARTIALLY_LOADED)
 
 
-def commit_metadata(loads: list[FileLoad]) -> str:
-    """The userMetadata of the commit that loads these files."""
-    return json.dumps({_MARK: [asdict(load) for load in loads]}, ensure_ascii=False)
+def commit_metadata(loads: list[FileLoad], extra: dict | None = None) -> str:
+    """The userMetadata of the commit that loads these files; `extra`: other keys of
+    the same object (a connector's channel positions, warehouse/positions.py)."""
+    return json.dumps({_MARK: [asdict(load) for load in loads], **(extra or {})}, ensure_ascii=False)
 
 
 def parse_commit_metadata(text: str | None) -> list[FileLoad]:

@@ -22,12 +22,18 @@ from floeline.warehouse.catalog import TableRef
 _MARK = "floeline.channels"
 
 
-def commit_metadata(connector: str, committed: Committed) -> str:
-    """The userMetadata of a commit: this connector's channel positions for the table."""
+def commit_entry(connector: str, committed: Committed) -> dict:
+    """This connector's channel positions for the table, as one key of a commit's
+    userMetadata object (a load of staged files puts its load history beside it)."""
     entry = {"connector": connector, "positions": dict(sorted(committed.positions.items()))}
     if committed.finished:
         entry["finished"] = sorted(committed.finished)
-    return json.dumps({_MARK: entry})
+    return {_MARK: entry}
+
+
+def commit_metadata(connector: str, committed: Committed) -> str:
+    """The userMetadata of a commit: this connector's channel positions for the table."""
+    return json.dumps(commit_entry(connector, committed))
 
 
 def parse_commit_metadata(text: str | None, connector: str) -> Committed | None:

@@ -1,0 +1,308 @@
+"""The SNOWPIPE ingestion method (snowflake.ingestion.method=SNOWPIPE, the 2.x/3.x
+connectors' file-based method): records go through files in an internal stage, loaded
+by the table's pipe. Used by the pipeline instead of the table sink.
+
+Per table and micro-batch:
+  1. the rows that land (the table sink's `landing`: replays, filtered records,
+     ignored tombstones and bad records taken out; bad records to the DLQ / error table);
+  2. each channel's (topic partition's) rows become one gzip newline-delimited JSON
+     file `{"meta": RECORD_METADATA, "content": <value>}`, in offset order, written by
+     Spark and named `<connector>/<table>/<partition>/<start>_<end>_<timeMs>.json.gz`
+     in the stage SNOWFLAKE_KAFKA_CONNECTOR_<connector>_STAGE_<table>
+     (snowpipe_files.py);
+  3. the table's pipe (COPY INTO t (RECORD_METADATA, RECORD_CONTENT) FROM (SELECT
+     $1:meta, $1:content FROM @stage), ON_ERROR=SKIP_FILE as Snowpipe) loads them with
+     COPY's load (sql/copy.py): the rows, the files' load history and the channels' new
+     positions in ONE Delta commit, so resuming (table_state.py) works as for streaming;
+  4. loaded files are removed; a file that failed (LOAD_FAILED) is moved to the table
+     stage `<warehouse>/<DB>/<SCHEMA>/_table_stages/<TABLE>/` with `<file>.error.json`
+     beside it, and reported (errors= in the batch line, failed_files[...]).
+
+Exactly once: files are loaded only in the commit that also advances the positions.
+A crash after writing files but before that commit leaves files the table never
+loaded; their records were never committed, so the source delivers them again (Spark
+replays the batch, or resumes from the table's positions). When the connector starts
+(and before a table's first write) its stage is cleaned from the file names and the
+table's load history: a loaded file left behind (crash before step 4) is removed, a
+failed one is moved to the table stage, a file never loaded is removed.
+
+Only local warehouses: the internal stage is a folder of the warehouse (stage_store.py).
+Tables have RECORD_METADATA and RECORD_CONTENT (VARIANT); an existing table gets them
+added if it lacks them; other columns must allow NULL (they get NULL)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import time
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from urllib.parse import quote
+
+from floeline.errors import TableError
+from floeline.ingest import snowpipe_files
+from floeline.ingest.progress import BatchReport
+from floeline.ingest.table_sink import TableSink, first_lines
+from floeline.ingest.table_state import TableState
+from floeline.records.content import sql_string
+from floeline.records.shaping import CONTENT_COLUMN
+from floeline.sources.base import max_position_sql, min_position_sql
+from floeline.warehouse import load_history, pipes, stage_store, stages, tables
+from floeline.warehouse.catalog import TableRef
+from floeline.warehouse.load_history import LOAD_FAILED
+from floeline.warehouse.positions import commit_entry
+from floeline.warehouse.tables import METADATA_COLUMN, Column
+
+log = logging.getLogger("floeline")
+
+TABLE_STAGES_DIR = "_table_stages"
+ON_ERROR = "SKIP_FILE"  # Snowpipe's default: a file with a bad record is not loaded
+_TMP = "_tmp-"  # Spark's output before the files get their names (hidden from listings)
+_PLAIN = re.compile(r"[A-Z_][A-Z0-9_$]*")
+
+
+def _sql_name(*parts: str) -> str:
+    return ".".join(p if _PLAIN.fullmatch(p) else '"' + p.replace('"', '""') + '"' for p in parts)
+
+
+def table_stage_dir(warehouse, ref: TableRef) -> Path:
+    """Where files that failed to load into `ref` are kept (Snowflake's @%TABLE)."""
+    return warehouse.root / ref.database / ref.schema / TABLE_STAGES_DIR / quote(ref.name, safe="")
+
+
+class SnowpipeSink:
+    def __init__(self, pipeline):
+        self.pipeline = pipeline
+        self.table_sink = TableSink(pipeline)  # its `landing` (replays, bad records)
+        self.stages: dict[str, tuple] = {}  # table full name -> (stage, pipe), once set up
+        self.recovered: set[str] = set()
+
+    # ---- objects -------------------------------------------------------------------
+
+    def stage_for(self, ref: TableRef) -> stages.Stage:
+        name = snowpipe_files.stage_name(self.pipeline.config.name, ref.name)
+        return stages.Stage(name=name, database=ref.database, schema=ref.schema,
+                            file_format={"TYPE": "JSON"},
+                            comment=f"SNOWPIPE files of connector {self.pipeline.config.name} "
+                                    f"for table {ref.name}")
+
+    def _store(self, stage: stages.Stage) -> stage_store.LocalStore:
+        store = stage_store.store_for(self.pipeline.warehouse, stage)
+        if not isinstance(store, stage_store.LocalStore):  # pragma: no cover - internal stages are local
+            raise TableError(f"the SNOWPIPE method needs a local warehouse (stage {stage.full_name})")
+        return store
+
+    def _set_up(self, state: TableState) -> tuple[stages.Stage, pipes.Pipe]:
+        """The table (RECORD_METADATA, RECORD_CONTENT), its stage and its pipe, created
+        when missing; checked once per table per run."""
+        from floeline.sql.script import run_script
+
+        p = self.pipeline
+        ref = state.ref
+        ready = self.stages.get(ref.full_name)
+        schema = p.tables.schema(state)
+        if ready is not None and schema is not None:
+            return ready
+        if schema is None:
+            tables.create_table(p.spark, ref, [Column(METADATA_COLUMN, "variant"),
+                                               Column(CONTENT_COLUMN, "variant")], evolution=True)
+            schema = p.tables.schema(state, refresh=True)
+        missing = [Column(c, "variant") for c in (METADATA_COLUMN, CONTENT_COLUMN) if schema.find(c) is None]
+        if missing:  # as the connector: an existing table gets the two columns
+            tables.add_columns(p.spark, ref, missing)
+            schema = p.tables.schema(state, refresh=True)
+        stage = self.stage_for(ref)
+        if stages.load_stage(p.warehouse, ref.database, ref.schema, stage.name) is None:
+            stages.save_stage(p.warehouse, stage)
+        pipe_name = snowpipe_files.pipe_name(p.config.name, ref.name)
+        pipe = pipes.load(p.warehouse, ref.database, ref.schema, "pipe", pipe_name)
+        if pipe is None:
+            run_script(p.spark, (
+                f"CREATE PIPE IF NOT EXISTS {_sql_name(ref.database, ref.schema, pipe_name)} AS "
+                f"COPY INTO {_sql_name(ref.database, ref.schema, ref.name)} "
+                f"({METADATA_COLUMN}, {CONTENT_COLUMN}) FROM (SELECT $1:meta, $1:content FROM "
+                f"@{_sql_name(ref.database, ref.schema, stage.name)}) FILE_FORMAT=(TYPE=JSON)"),
+                p.warehouse)
+            pipe = pipes.load(p.warehouse, ref.database, ref.schema, "pipe", pipe_name)
+        self.stages[ref.full_name] = stage, pipe
+        return stage, pipe
+
+    # ---- start-up: what a crash left in the stage ----------------------------------
+
+    def start(self) -> None:
+        """Clean the stages of the tables known when the connector starts."""
+        for state in list(self.pipeline.tables.states.values()):
+            self.recover(state)
+
+    def recover(self, state: TableState) -> None:
+        """Remove the files a crash left in the table's stage (loaded, or never loaded:
+        their records come again from the source); move failed ones to the table stage."""
+        if state.ref.full_name in self.recovered:
+            return
+        self.recovered.add(state.ref.full_name)
+        p = self.pipeline
+        ref = state.ref
+        stage = stages.load_stage(p.warehouse, ref.database, ref.schema, self.stage_for(ref).name)
+        if stage is None:
+            return
+        store = self._store(stage)
+        for tmp in store.root.glob(_TMP + "*") if store.root.is_dir() else []:
+            shutil.rmtree(tmp, ignore_errors=True)
+        mine = [(f, r) for f in store.list(snowpipe_files.table_prefix(p.config.name, ref.name))
+                if (r := snowpipe_files.parse_file_name(f.name)) is not None]
+        if not mine:
+            return
+        status = {e.load.file: e.load for e in load_history.read_history(p.spark, ref)
+                  if e.load.stage == stage.full_name}
+        for f, rng in mine:
+            load = status.get(f.name)
+            if load is not None and load.status == LOAD_FAILED:
+                self._move_failed(store, ref, load)
+                continue
+            if load is None:
+                held = [pos for ch, pos in state.committed.positions.items() if _is_channel(rng, ch)]
+                committed = held[0] if len(held) == 1 else None
+                log.warning("SNOWPIPE: %s in stage %s was never loaded (offsets %s..%s, the table holds "
+                            "up to %s); removed: its records are read again", f.name, stage.full_name,
+                            rng.start, rng.end, committed)
+            Path(store.root / f.name).unlink(missing_ok=True)
+
+    # ---- one micro-batch -------------------------------------------------------------
+
+    def write(self, state: TableState, table_rows, channels: dict, finished: set[str],
+              report: BatchReport, phase, check_only: bool = False) -> None:
+        """Stage and load this batch's rows of one table, with its channels' new
+        positions, in one Delta commit (see the module doc)."""
+        if check_only:
+            return  # rows are VARIANT as they come: no row of this method fails a cast
+        p = self.pipeline
+        ref = state.ref
+        self.recover(state)
+        table_rows, expected, replayed, after = self.table_sink.landing(
+            state, table_rows, channels, finished, report)
+        if expected <= 0 and p.tables.schema(state) is None:
+            state.committed = after  # nothing lands: no table just to hold positions
+            return
+        stage, pipe = self._set_up(state)
+        phase("set up")
+        positions = commit_entry(p.config.name, after)
+        p.source.before_commit()
+        if expected <= 0:  # only positions move (records replayed, diverted or skipped)
+            (p.spark.sql(f"SELECT CAST(NULL AS VARIANT) AS {METADATA_COLUMN}").limit(0)
+             .write.format("delta").mode("append")
+             .option("userMetadata", json.dumps(positions)).save(ref.path))
+            state.committed = after
+            return
+        store = self._store(stage)
+        # Each channel's offset range: the batch's statistics, unless some records were
+        # taken out (replays, filtered, tombstones, bad records) and the files hold fewer.
+        exact = not replayed and not any(c["bad"] or c["filtered"] or c["tombstones"]
+                                         for c in channels.values())
+        ranges = {ch: (c["first"], c["last"]) for ch, c in channels.items()} if exact else None
+        files = self._stage_files(state, table_rows, store, ranges)
+        phase("stage files")
+        from floeline.sql.copy import load_files
+
+        schema = p.tables.schema(state)
+        fmt = stages.resolve_format(p.warehouse, stage, None, stage.database, stage.schema)
+        pipe_full = f"{ref.database}.{ref.schema}.{pipe.name}"
+        try:
+            loads = load_files(p.spark, ref, schema, stage, files, fmt, pipe, ON_ERROR, None,
+                               pipe_name=pipe_full, commit_extra=positions)
+        except Exception as exc:
+            state.schema = None
+            raise TableError(f"loading staged files into table {ref.full_name} (pipe {pipe_full}) "
+                             f"failed: {first_lines(str(exc))}") from exc
+        phase("load")
+        state.committed = after
+        for load in loads:
+            if load.loaded:
+                Path(store.root / load.file).unlink(missing_ok=True)
+            else:
+                self._move_failed(store, ref, load)
+                rows = max(load.rows_parsed, 1)
+                report.errors += rows
+                report.errors_by_table[ref.name] = report.errors_by_table.get(ref.name, 0) + rows
+                p.bad.row_errors[ref.full_name] = p.bad.row_errors.get(ref.full_name, 0) + rows
+                report.failed_files.append(f"{ref.name}:{load.file}")
+        report.rows_written[ref.name] = (report.rows_written.get(ref.name, 0)
+                                         + sum(load.rows_loaded for load in loads))
+
+    def _partition_parts(self, state: TableState, channels: list[str]) -> dict[str, int]:
+        """Each channel's partition folder number: the plain partition, or with the topic
+        hash when several routes write to the table (snowpipe_files.py)."""
+        p = self.pipeline
+        routes = {r for r in p.routes if p.table_ref(p.routed(r)).full_name == state.ref.full_name}
+        routes |= {p.source.route_of(ch) for ch in channels}
+        shared = len(routes) > 1
+        parts = {}
+        for channel in channels:
+            route = p.source.route_of(channel)
+            partition = int(channel.rsplit("/", 1)[-1])
+            parts[channel] = snowpipe_files.partition_part(partition, route if shared else None)
+        return parts
+
+    def _stage_files(self, state: TableState, rows, store, ranges) -> list[stages.StagedFile]:
+        """Write each channel's rows as one gzip JSON-lines file in the stage, in
+        position order; the staged files. `ranges`: channel -> (first, last) position
+        of its rows, or None to compute them."""
+        p = self.pipeline
+        if ranges is None:
+            ranges = {r["channel"]: (r["first"], r["last"]) for r in rows.groupBy("channel").agg(
+                _expr(f"{min_position_sql('position')} AS first"),
+                _expr(f"{max_position_sql('position')} AS last")).collect()}
+        index = {ch: i for i, ch in enumerate(sorted(ranges))}
+        lookup = "map(" + ", ".join(f"{sql_string(ch)}, {i}" for ch, i in index.items()) + ")"
+        parts = self._partition_parts(state, list(index))
+        content = "CASE WHEN _tombstone THEN parse_json('{}') ELSE v END"
+        tmp = store.root / f"{_TMP}{uuid.uuid4().hex}"
+        store.root.mkdir(parents=True, exist_ok=True)
+        try:
+            (rows.selectExpr(f"element_at({lookup}, channel) AS _i", "length(position) AS _n", "position",
+                             f"to_json(named_struct('meta', _meta, 'content', {content})) AS value")
+             .repartition(len(index), "_i").sortWithinPartitions("_i", "_n", "position")
+             .select("_i", "value").write.partitionBy("_i").option("compression", "gzip")
+             .text(str(tmp)))
+            now = int(time.time() * 1000)
+            staged = []
+            for channel, (first, last) in sorted(ranges.items()):
+                written = sorted((tmp / f"_i={index[channel]}").glob("part-*"))
+                if len(written) != 1:
+                    raise TableError(f"staging channel {channel}: expected one file, Spark wrote "
+                                     f"{len(written)}")
+                name = snowpipe_files.file_name(p.config.name, state.ref.name, parts[channel],
+                                                first, last, now)
+                target = store.root / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                written[0].replace(target)
+                staged.append(store.file(name))
+            return staged
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _move_failed(self, store, ref: TableRef, load) -> None:
+        """Move a file that failed to load to the table stage, its error beside it."""
+        source = store.root / load.file
+        if not source.exists():
+            return
+        target = table_stage_dir(self.pipeline.warehouse, ref) / load.file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source.replace(target)
+        target.with_name(target.name + ".error.json").write_text(
+            json.dumps(asdict(load), ensure_ascii=False, indent=1), encoding="utf-8")
+        log.error("SNOWPIPE: %s failed to load into %s (%s, line %s); moved to %s", load.file,
+                  ref.full_name, load.first_error, load.first_error_line, target)
+
+
+def _is_channel(rng: snowpipe_files.StagedRange, channel: str) -> bool:
+    route, _, partition = channel.rpartition("/")
+    return partition.isdigit() and rng.is_for(route, int(partition))
+
+
+def _expr(text: str):
+    from pyspark.sql import functions
+
+    return functions.expr(text)
