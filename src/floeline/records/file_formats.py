@@ -12,7 +12,10 @@ unreadable.
 
 COMPRESSION=AUTO reads gzip by its magic bytes (whatever the file's name), NONE reads
 the bytes as they are, GZIP insists. A file that cannot be read at all (a truncated
-gzip, text that is not UTF-8) raises FileFormatError: the whole file fails. Pure
+gzip, binary data: not UTF-8 and with NUL bytes, as gzip bytes under COMPRESSION=NONE
+or UTF-16 text) raises FileFormatError: the whole file fails. A record holding bytes
+that are not UTF-8 (a Latin-1 line in a UTF-8 file) is a row error with its line, as
+Snowflake treats invalid UTF-8 under ON_ERROR; the file's other records load. Pure
 Python, no Spark: the stage reader calls it inside the Python workers."""
 
 from __future__ import annotations
@@ -142,19 +145,41 @@ def read_records(data: bytes, name: str, fmt: FileFormat) -> Iterator[FileRecord
     if fmt.type == "PARQUET":
         yield from _parquet_records(data, name)
         return
+    invalid = False
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FileFormatError(f"{name} is not UTF-8 text (byte {exc.start}): check the file's "
-                              f"encoding and COMPRESSION") from None
+        if b"\0" in data:  # binary data, not text with a few bad bytes
+            raise FileFormatError(f"{name} is not UTF-8 text (byte {exc.start}): check the file's "
+                                  f"encoding and COMPRESSION") from None
+        # Each bad byte becomes one lone surrogate (U+DC80..U+DCFF); the records holding
+        # one are row errors (_utf8_checked), the others load.
+        text, invalid = data.decode("utf-8", "surrogateescape"), True
     if text.startswith("\ufeff"):
         text = text[1:]
     if fmt.type == "CSV":
-        yield from _csv_records(text, fmt)
+        records = _csv_records(text, fmt)
     elif fmt.strip_outer_array:
-        yield from _outer_array_records(text, name)
+        records = _outer_array_records(text, name)
     else:
-        yield from _json_records(text)
+        records = _json_records(text)
+    yield from _utf8_checked(records) if invalid else records
+
+
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _utf8_checked(records: Iterator[FileRecord]) -> Iterator[FileRecord]:
+    """The records of a text decoded with surrogateescape: one holding an escaped byte
+    is a row error naming the byte."""
+    for record in records:
+        bad = _ESCAPED_BYTE.search(record.value) if record.value is not None else None
+        if bad is None:
+            yield record
+        else:
+            yield FileRecord(record.row, record.line, None,
+                             f"invalid UTF-8: byte 0x{ord(bad.group()) - 0xDC00:02X} is not part of "
+                             f"a UTF-8 character (the file's text must be UTF-8)")
 
 
 _DECODER = json.JSONDecoder()

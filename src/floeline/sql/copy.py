@@ -35,7 +35,7 @@ from floeline.sql.statements import Name, Statement, select_item_texts, table_na
 from floeline.sql.transform import compile_stage_select
 from floeline.warehouse import load_history, stage_store, stages, tables
 from floeline.warehouse.catalog import TableRef, Warehouse
-from floeline.warehouse.load_history import LOAD_FAILED, LOADED, PARTIALLY_LOADED, FileLoad
+from floeline.warehouse.load_history import LOAD_FAILED, LOADED, PARTIALLY_LOADED, SKIPPED, FileLoad
 from floeline.warehouse.pipes import Pipe, PipeColumn
 from floeline.warehouse.tables import TableSchema
 
@@ -245,7 +245,7 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
         if loads:
             (out.write.format("delta").mode("append")
              .option("userMetadata", load_history.commit_metadata(loads, commit_extra)).save(ref.path))
-        return loads
+        return [f for f in loads if f.status != SKIPPED]
     finally:
         rows.unpersist()
 
@@ -262,7 +262,11 @@ def _file_loads(figures, stage, on_error: str, history, pipe_name) -> list[FileL
     for figure in sorted(figures, key=lambda r: r["file"]):
         file, size, md5 = figure["file"], figure["size"], figure["md5"]
         if history is not None and history.holds(stage.full_name, file, size, md5):
-            continue  # already loaded: same path and content
+            # already loaded (same path and content), touched or re-uploaded since
+            loads.append(FileLoad(stage=stage.full_name, file=file, size=size, md5=md5,
+                                  modified_ms=figure["modified_ms"], status=SKIPPED, rows_parsed=0,
+                                  rows_loaded=0, errors_seen=0, pipe=pipe_name))
+            continue
         errors_seen, first = figure["errors"], figure["first"]
         first_error = first["error"] if errors_seen else None
         first_line = first["line"] if errors_seen and first["row"] else None

@@ -63,6 +63,8 @@ def _copy_history(spark, function: exp.Anonymous, warehouse: Warehouse) -> exp.S
     rows = []
     for entry in load_history.read_history(spark, ref):
         load = entry.load
+        if load.status == load_history.SKIPPED:
+            continue
         when = dt.datetime.fromtimestamp(entry.timestamp_ms / 1000, dt.timezone.utc).strftime(
             "%Y-%m-%d %H:%M:%S.%f")
         rows.append(exp.Tuple(expressions=[

@@ -21,6 +21,10 @@ from floeline.warehouse.catalog import TableRef
 
 _MARK = "floeline.files"
 LOADED, PARTIALLY_LOADED, LOAD_FAILED = "LOADED", "PARTIALLY_LOADED", "LOAD_FAILED"
+# A file read again (its path, size or modification time changed) whose content the
+# table already holds: recorded so that later listings know this version, and not
+# shown by COPY or COPY_HISTORY.
+SKIPPED = "SKIPPED"
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class FileLoad:
     size: int
     md5: str
     modified_ms: int
-    status: str  # LOADED | PARTIALLY_LOADED | LOAD_FAILED
+    status: str  # LOADED | PARTIALLY_LOADED | LOAD_FAILED | SKIPPED
     rows_parsed: int
     rows_loaded: int
     errors_seen: int
@@ -92,7 +96,8 @@ class Loaded:
     def __init__(self, history: list[HistoryEntry]):
         loads = [e.load for e in history if e.load.loaded]
         self.by_content = {load.identity for load in loads}
-        self.by_listing = {(load.stage, load.file, load.size, load.modified_ms) for load in loads}
+        self.by_listing = {(e.load.stage, e.load.file, e.load.size, e.load.modified_ms)
+                           for e in history if e.load.loaded or e.load.status == SKIPPED}
 
     def listed(self, stage: str, file: str, size: int, modified_ms: int) -> bool:
         return (stage, file, size, modified_ms) in self.by_listing
