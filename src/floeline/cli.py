@@ -150,9 +150,9 @@ def _cmd_aws(args) -> int:
     else:
         running = devaws.running_endpoints(args.state_dir)
         print("\n".join(devaws.endpoint_lines(running)) if running else "not running")
-        if running and len(running) < len(devaws.SERVICES):
+        if running and len(running) < len(devaws.LABELS):
             print("(not all running; `floeline aws start` starts the rest)")
-        return 0 if len(running) == len(devaws.SERVICES) else 1
+        return 0 if len(running) == len(devaws.LABELS) else 1
     return 0
 
 

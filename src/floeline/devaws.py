@@ -61,6 +61,7 @@ KINESIS = Service("kinesis", ("kinesis",), "--kinesis-port", "FLOELINE_KINESIS_P
 MOTO = Service("moto", ("dynamodb", "s3", "sqs", "firehose"), "--moto-port", "FLOELINE_MOTO_PORT", 5000,
                "dynamodb", "list_tables")
 SERVICES = (KINESIS, MOTO)
+LABELS = tuple(label for service in SERVICES for label in service.labels)
 # moto first: its port is then taken, so kinesis-local's HTTPS listener (on port+1 if
 # that is free, see `_kinesis_command`) cannot land on it.
 _LAUNCH_ORDER = (MOTO, KINESIS)

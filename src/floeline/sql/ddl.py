@@ -372,7 +372,7 @@ class Ddl:
                 database, schema, pipe.name)
             kind = ("AUTO_INGEST" if pipe.copy.get("auto_ingest") else "STAGE") if pipe.loads_files else "USER"
             rows.append((pipe.name, database, schema, f"{pipe.database}.{pipe.schema}.{pipe.table}",
-                         kind, "Y" if used else "N", pipe.sql, pipe.copy.get("notification_channel")))
+                         kind, "Y" if used else "N", pipe.sql, (pipe.copy or {}).get("notification_channel")))
         user_tables = {(r[1], r[2], r[0]) for r in rows if r[5] == "Y"}
         for ref in self.warehouse.list_tables():
             if self.interactive(ref) is not None:
