@@ -112,3 +112,50 @@ def test_file_that_fails_to_load_goes_to_the_table_stage(kafka, topic_name, make
     assert staged(warehouse, config.name, table) == []
     run_connector(config)  # positions moved past the failed file: it is not loaded again
     assert read_table(table).count() == 0
+
+
+def test_sigkill_between_file_write_and_load(kafka, topic_name, tmp_path, warehouse, run_connector,
+                                             read_table):
+    """A connector process SIGKILLed the moment its first files are in the stage (before
+    their load commits, or before their removal); started again, every record is in the
+    table once and the stage is empty."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from floeline.config import load_config
+
+    topic = topic_name("spkill")
+    devkafka.create_topic(kafka, topic, partitions=2)
+    table = topic.upper()
+    config_file = tmp_path / "spkill.properties"
+    config_file.write_text("\n".join([
+        "name=spkill", f"topics={topic}", f"bootstrap.servers={kafka}", f"floeline.warehouse={warehouse}",
+        "snowflake.ingestion.method=SNOWPIPE", "buffer.flush.time=1", "buffer.count.records=200"]) + "\n")
+    produce(kafka, topic, [{"value": {"n": i}, "partition": i % 2} for i in range(600)])
+    root = stage_root(warehouse, "spkill", table)
+    proc = subprocess.Popen([sys.executable, "-m", "floeline.cli", "run", str(config_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and proc.poll() is None:
+            if any(p.is_file() for p in root.glob("spkill/**/*.json.gz")):
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.01)
+        proc.wait(30)
+        assert proc.returncode == -signal.SIGKILL, "the connector ended before it staged a file"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = staged(warehouse, "spkill", table)
+    assert left, "the kill left no file in the stage"
+    produce(kafka, topic, [{"value": {"n": i}, "partition": i % 2} for i in range(600, 800)])
+    run_connector(load_config(str(config_file)))  # started again, in this process
+    rows = rows_of(read_table(table))
+    coords = [(m["partition"], m["offset"]) for m, _c in rows]
+    assert len(coords) == len(set(coords)) == 800
+    assert sorted(c["n"] for _m, c in rows) == list(range(800))
+    assert staged(warehouse, "spkill", table) == []
