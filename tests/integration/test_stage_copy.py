@@ -222,35 +222,3 @@ def test_pipe_statement_errors(sql, stage_dir):
         sql("CREATE PIPE p AS COPY INTO t FROM @s FORCE=TRUE")
     with pytest.raises(SqlError, match="does not exist or does not load staged files"):
         sql("ALTER PIPE nope REFRESH")
-
-
-def test_pipes_run_killed_mid_stream_loads_every_file_once(spark, sql, stage_dir, wh):
-    """`floeline pipes run` as a user starts it, SIGKILLed after its first load while
-    files keep landing, then run again: every file's rows are in the table once."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    sql(f"""CREATE TABLE k (n NUMBER, f VARCHAR);
-            CREATE STAGE s URL='file://{stage_dir}/' FILE_FORMAT=(TYPE=JSON);
-            CREATE PIPE kp AUTO_INGEST=TRUE AS COPY INTO k FROM (SELECT $1:n, METADATA$FILENAME FROM @s)""")
-    command = [sys.executable, "-m", "floeline.cli", "pipes", "run", "--warehouse", str(wh.root), "--poll", "0.2"]
-    service = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        write(stage_dir / "f000.json", ['{"n":0}\n'])
-        first = service.stdout.readline()  # blocks until the first load is committed
-        assert "f000.json LOADED" in first, first
-        for i in range(1, 30):
-            write(stage_dir / f"f{i:03d}.json", [json.dumps({"n": i}) + "\n"])
-            time.sleep(0.05)
-        service.send_signal(signal.SIGKILL)
-    finally:
-        service.kill()
-        service.wait(30)
-    # Started again (here in-process: the load history is the only state either has).
-    from floeline.ingest.pipe_service import PipeService
-
-    assert PipeService(spark, wh, report=lambda line: None).run(until_caught_up=True) == 0
-    rows = table_rows(spark, wh, "K")
-    assert sorted((r["N"], r["F"]) for r in rows) == [(i, f"f{i:03d}.json") for i in range(30)]

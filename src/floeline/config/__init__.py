@@ -11,7 +11,6 @@ Every problem in a config is reported at once, in one ConfigError.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 from collections.abc import Mapping
