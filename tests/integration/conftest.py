@@ -135,3 +135,33 @@ def aws(tmp_path_factory):
     endpoints = devaws.start(state, kinesis_port=_free_port(), moto_port=_free_port())
     yield LocalAws(endpoints["kinesis"], endpoints["dynamodb"])
     devaws.stop(state)
+
+
+# ---- stages and COPY INTO through `floeline sql` (test_stage_*.py)
+
+
+@pytest.fixture
+def wh(tmp_path):
+    """A warehouse of this test's own."""
+    from floeline.warehouse.catalog import Warehouse
+
+    return Warehouse(tmp_path / "warehouse")
+
+
+@pytest.fixture
+def stage_dir(tmp_path):
+    """A directory for a file:// stage."""
+    path = tmp_path / "landing"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def sql(spark, wh):
+    """Run a script in `wh`; the last statement's rows as dicts."""
+    from floeline.sql.script import run_script
+
+    def run(script: str):
+        results = run_script(spark, script, wh)
+        return [r.asDict() for r in results[-1][1].collect()]
+    return run

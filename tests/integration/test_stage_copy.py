@@ -10,31 +10,8 @@ import os
 import pytest
 
 from floeline.errors import SqlError
-from floeline.sql.script import run_script
-from floeline.warehouse.catalog import Warehouse
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def wh(tmp_path):
-    return Warehouse(tmp_path / "warehouse")
-
-
-@pytest.fixture
-def stage_dir(tmp_path):
-    path = tmp_path / "landing"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def sql(spark, wh):
-    """Run a script; the last statement's rows as dicts."""
-    def run(script: str):
-        results = run_script(spark, script, wh)
-        return [r.asDict() for r in results[-1][1].collect()]
-    return run
 
 
 def write(path, lines, compress=False):

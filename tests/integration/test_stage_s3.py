@@ -12,23 +12,8 @@ import pytest
 
 from floeline.errors import SqlError
 from floeline.ingest.pipe_service import PipeService
-from floeline.sql.script import run_script
-from floeline.warehouse.catalog import Warehouse
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def wh(tmp_path):
-    return Warehouse(tmp_path / "warehouse")
-
-
-@pytest.fixture
-def sql(spark, wh):
-    def run(script: str):
-        results = run_script(spark, script, wh)
-        return [r.asDict() for r in results[-1][1].collect()]
-    return run
 
 
 @pytest.fixture
