@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from floeline.records.file_formats import FileFormat, FileFormatError, read_records
+from floeline.records.file_formats import FileFormat, FileFormatError, read_records, record_columns
 
 JSON = FileFormat(type="JSON")
 
@@ -108,3 +108,21 @@ def test_options_are_checked_by_name_and_value():
         FileFormat().with_options({"SKIP_HEADER": "one"})
     assert FileFormat().with_options({"type": "json"}).options() == {
         "TYPE": "JSON", "COMPRESSION": "AUTO", "STRIP_OUTER_ARRAY": False}
+
+
+@pytest.mark.parametrize("data", [
+    b'{"a":1}\n{"b":2}\n', b'\n\n{"a":1}\r\n  {"b":2}  \n\n', b'\xef\xbb\xbf{"a":"\xc3\xa9"}\n',
+    b'', b'   \n', b'{bad}\n{"a":1}',  # newline-delimited objects: Arrow's split
+    b'{"a":1}{"b":2}\n', b'{"a":1} {"b":2}', b'[1,2]\n42\n', b'{"a":\n1}\n', b'{"a":"}{"}\n',
+    b'{"a":1}\n\xff\n', gzip.compress(b'{"a":1}\n{"b":[2]}\n'),  # the others: read_records
+])
+def test_record_columns_are_read_records_as_arrow_arrays(data):
+    columns = record_columns(data, "f.json", JSON)
+    assert list(zip(*(c.to_pylist() for c in columns))) == [tuple(r) for r in read_records(data, "f.json", JSON)]
+
+
+def test_record_columns_split_lines_that_touch_as_separate_records():
+    """Two bad lines that read_records decodes as one broken value ("}" then "{" is
+    never inside a value) are two records by lines: each a row error of its own line."""
+    columns = record_columns(b'{"a":{"b":1}\n{"c":2}}\n', "f.json", JSON)
+    assert columns.line.to_pylist() == [1, 2] and columns.value.to_pylist() == ['{"a":{"b":1}', '{"c":2}}']
