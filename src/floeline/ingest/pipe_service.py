@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from floeline.errors import FloelineError
-from floeline.sql.copy import load_files
+from floeline.ingest.file_load import load_files
 from floeline.sources import s3_notifications
 from floeline.warehouse import load_history, pipes, stage_store, stages, tables
 from floeline.warehouse.catalog import Warehouse

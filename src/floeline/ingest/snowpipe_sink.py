@@ -204,7 +204,7 @@ class SnowpipeSink:
         ranges = {ch: (c["first"], c["last"]) for ch, c in channels.items()} if exact else None
         files = self._stage_files(state, table_rows, store, ranges)
         phase("stage files")
-        from floeline.sql.copy import load_files
+        from floeline.ingest.file_load import load_files
 
         schema = p.tables.schema(state)
         fmt = stages.resolve_format(p.warehouse, stage, None, stage.database, stage.schema)

@@ -15,20 +15,23 @@ exact. Columns:
   line         bigint   the line the record starts on
   value        string   the JSON text of $1 (NULL on a bad record)
   error        string   why the record (row >= 1) or the whole file (row 0) is bad
+  records      bigint   on row 0: how many records the file has (NULL on the others)
+  errors       bigint   on row 0: how many of them are bad (error set)
 
-Every file has a row 0 (so an empty file is still seen, and a file that cannot be read
-at all says why there); its records follow."""
+Every file has a row 0 (so an empty file is still seen, a file that cannot be read at
+all says why there, and a load's per-file figures need only these rows when nothing
+is bad); its records follow."""
 
 from __future__ import annotations
 
 import hashlib
 from urllib.parse import unquote, urlparse
 
-from floeline.records.file_formats import FileFormat, FileFormatError, read_records
+from floeline.records.file_formats import FileFormat, FileFormatError, record_columns
 
 RECORDS_SCHEMA = ("file string, size bigint, modified_ms bigint, md5 string, row bigint, "
-                  "line bigint, value string, error string")
-_BATCH_ROWS = 8192
+                  "line bigint, value string, error string, records bigint, errors bigint")
+_BATCH_ROWS = 65536
 
 
 def location_key(location: str) -> str:
@@ -48,35 +51,34 @@ class _FileSplitter:
         self.fmt = fmt
 
     def __call__(self, batches):
-        import pyarrow as pa
-
-        columns: dict[str, list] = {k: [] for k in _ARROW_SCHEMA.names}
         for batch in batches:
             for entry in batch.to_pylist():
-                data = entry["content"]
-                name, modified = self.names.get(location_key(entry["path"]), (entry["path"], 0))
-                md5 = hashlib.md5(data).hexdigest()
-                try:
-                    records = list(read_records(data, name, self.fmt))
-                    file_error = None
-                except FileFormatError as exc:
-                    records, file_error = [], str(exc)
-                # Row 0: the file itself; then its records, column by column.
-                count = len(records) + 1
-                rows, lines, values, errors = zip(*records) if records else ((), (), (), ())
-                columns["file"] += [name] * count
-                columns["size"] += [len(data)] * count
-                columns["modified_ms"] += [modified] * count
-                columns["md5"] += [md5] * count
-                columns["row"] += [0, *rows]
-                columns["line"] += [0, *lines]
-                columns["value"] += [None, *values]
-                columns["error"] += [file_error, *errors]
-                if len(columns["file"]) >= _BATCH_ROWS:
-                    yield pa.RecordBatch.from_pydict(columns, schema=_ARROW_SCHEMA)
-                    columns = {k: [] for k in _ARROW_SCHEMA.names}
-        if columns["file"]:
-            yield pa.RecordBatch.from_pydict(columns, schema=_ARROW_SCHEMA)
+                yield from self._file_rows(entry["path"], entry["content"])
+
+    def _file_rows(self, path: str, data: bytes):
+        """Row 0 (the file itself), then its records, in batches of at most _BATCH_ROWS."""
+        import pyarrow as pa
+
+        name, modified = self.names.get(location_key(path), (path, 0))
+        try:
+            records, file_error = record_columns(data, name, self.fmt), None
+        except FileFormatError as exc:
+            records, file_error = None, str(exc)
+        n = len(records.row) if records else 0
+        errors = n - records.error.null_count if records else 0
+
+        def column(first, type_, rest):  # row 0's value, then the records'
+            return pa.concat_arrays([pa.array([first], type_), rest if records else pa.nulls(0, type_)])
+
+        int64, string = pa.int64(), pa.string()
+        nothing = pa.nulls(n, int64)
+        table = pa.Table.from_arrays([
+            pa.repeat(name, n + 1).cast(string), pa.repeat(len(data), n + 1).cast(int64),
+            pa.repeat(modified, n + 1).cast(int64), pa.repeat(hashlib.md5(data).hexdigest(), n + 1).cast(string),
+            column(0, int64, records and records.row), column(0, int64, records and records.line),
+            column(None, string, records and records.value), column(file_error, string, records and records.error),
+            column(n, int64, nothing), column(errors, int64, nothing)], schema=_ARROW_SCHEMA)
+        yield from table.to_batches(max_chunksize=_BATCH_ROWS)
 
 
 def _arrow_schema():
@@ -84,7 +86,8 @@ def _arrow_schema():
 
     return pa.schema([("file", pa.string()), ("size", pa.int64()), ("modified_ms", pa.int64()),
                       ("md5", pa.string()), ("row", pa.int64()), ("line", pa.int64()),
-                      ("value", pa.string()), ("error", pa.string())])
+                      ("value", pa.string()), ("error", pa.string()), ("records", pa.int64()),
+                      ("errors", pa.int64())])
 
 
 _ARROW_SCHEMA = _arrow_schema()
