@@ -199,3 +199,30 @@ def test_pipe_statement_errors(sql, stage_dir):
         sql("CREATE PIPE p AS COPY INTO t FROM @s FORCE=TRUE")
     with pytest.raises(SqlError, match="does not exist or does not load staged files"):
         sql("ALTER PIPE nope REFRESH")
+
+
+def test_history_cache_follows_other_writers_its_own_loads_and_a_recreated_table(spark, sql, stage_dir, wh):
+    """The pipe service's cache of a table's load history: what read_history says,
+    after a COPY by someone else, the cache's own load, and DROP + CREATE."""
+    from floeline.warehouse.load_history import HistoryCache, read_history
+
+    def files(entries):
+        return sorted((e.load.file, e.load.status) for e in entries)
+
+    write(stage_dir / "a.json", ['{"a":1}\n'])
+    sql(f"""CREATE TABLE t (v VARIANT);
+            CREATE STAGE s URL='file://{stage_dir}/' FILE_FORMAT=(TYPE=JSON);
+            COPY INTO t FROM @s""")
+    ref, cache = wh.resolve(["T"]), HistoryCache()
+    assert files(cache.read(spark, ref)) == [("a.json", "LOADED")]
+    write(stage_dir / "b.json", ['{"a":2}\n'])
+    sql("COPY INTO t FROM @s")  # another writer: the cache reads the commit since
+    assert files(cache.read(spark, ref)) == files(read_history(spark, ref)) == [
+        ("a.json", "LOADED"), ("b.json", "LOADED")]
+    write(stage_dir / "c.json", ['oops\n'])
+    sql("COPY INTO t FROM @s ON_ERROR=SKIP_FILE")
+    cache.read(spark, ref)
+    cache.loaded(spark, ref, [])  # not the cache's own commit (none since): nothing noted
+    assert files(cache.read(spark, ref)) == files(read_history(spark, ref))
+    sql("CREATE OR REPLACE TABLE t (v VARIANT); COPY INTO t FROM @s FILES=('a.json')")
+    assert files(cache.read(spark, ref)) == [("a.json", "LOADED")]

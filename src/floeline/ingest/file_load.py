@@ -42,17 +42,19 @@ _FIGURES = ("max(CASE WHEN row = 0 THEN size END) AS size", "max(CASE WHEN row =
 
 def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, files, fmt: FileFormat,
                pipe: Pipe | None, on_error: str, history: load_history.Loaded | None,
-               pipe_name: str | None = None, commit_extra: dict | None = None) -> list[FileLoad]:
+               pipe_name: str | None = None, commit_extra: dict | None = None,
+               on_commit=None) -> list[FileLoad]:
     """Load `files` into the table in one commit; the FileLoad of each file processed
     (files whose content the table already holds are left out unless `history` is None).
     `pipe` None: the default pipe's key matching (MATCH_BY_COLUMN_NAME). `commit_extra`:
     more keys for the commit's userMetadata (the SNOWPIPE method's channel positions),
-    committed atomically with the rows and the load history."""
+    committed atomically with the rows and the load history. `on_commit(loads)`: called
+    after the commit with every entry it recorded (a HistoryCache's `loaded`)."""
     from pyspark import StorageLevel
 
     if not files:
         return []
-    load = _Load(spark, ref, schema, stage, pipe, on_error, history, pipe_name, commit_extra)
+    load = _Load(spark, ref, schema, stage, pipe, on_error, history, pipe_name, commit_extra, on_commit)
     # Spark's file sources skip empty files: they are loaded here, with no rows.
     empty = [{"file": f.name, "size": 0, "md5": EMPTY_MD5, "modified_ms": f.modified_ms, "parsed": 0,
               "errors": 0, "first": None} for f in files if f.size == 0]
@@ -75,9 +77,10 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
 class _Load:
     """One load's table, shaping and ON_ERROR, for both ways of loading."""
 
-    def __init__(self, spark, ref, schema, stage, pipe, on_error, history, pipe_name, commit_extra):
+    def __init__(self, spark, ref, schema, stage, pipe, on_error, history, pipe_name, commit_extra, on_commit):
         self.spark, self.ref, self.schema, self.stage, self.pipe = spark, ref, schema, stage, pipe
         self.on_error, self.history, self.pipe_name, self.commit_extra = on_error, history, pipe_name, commit_extra
+        self.on_commit = on_commit
         self.scan_time = int(time.time() * 1000)
 
     def shaped(self, records):
@@ -122,6 +125,8 @@ class _Load:
             if stop_on_row_error and _ROW_ERROR_MARK in str(exc):
                 return False
             raise
+        if self.on_commit is not None:
+            self.on_commit(loads)
         return True
 
     def carefully(self, records, empty: list[dict]) -> list[FileLoad]:

@@ -75,10 +75,11 @@ class PipeTarget:
                 and (f.name, f.size, f.modified_ms) not in self.failed)
 
 
-def target_of(spark, warehouse: Warehouse, database: str, schema: str, pipe: pipes.Pipe) -> PipeTarget:
+def target_of(spark, warehouse: Warehouse, database: str, schema: str, pipe: pipes.Pipe,
+              cache: load_history.HistoryCache | None = None) -> PipeTarget:
     stage = _stage_of(warehouse, pipe)
     ref = warehouse.table(pipe.database, pipe.schema, pipe.table)
-    history = load_history.read_history(spark, ref)
+    history = cache.read(spark, ref) if cache is not None else load_history.read_history(spark, ref)
     name = f"{database}.{schema}.{pipe.name}"
     failed = {(e.load.file, e.load.size, e.load.modified_ms) for e in history
               if e.load.status == LOAD_FAILED and e.load.pipe == name
@@ -86,16 +87,18 @@ def target_of(spark, warehouse: Warehouse, database: str, schema: str, pipe: pip
     return PipeTarget(name, stage, ref, load_history.Loaded(history), history, failed)
 
 
-def pending_files(spark, warehouse: Warehouse, database: str, schema: str, pipe: pipes.Pipe):
+def pending_files(spark, warehouse: Warehouse, database: str, schema: str, pipe: pipes.Pipe,
+                  cache: load_history.HistoryCache | None = None):
     """The pipe's stage files it has still to load (not loaded into its table, and not
     failed by this pipe since its last REFRESH), found by listing the stage."""
-    target = target_of(spark, warehouse, database, schema, pipe)
+    target = target_of(spark, warehouse, database, schema, pipe, cache)
     listed = stages.select_files(stages.list_files(warehouse, target.stage, pipe.copy["path"]),
                                  pipe.copy["path"], None, pipe.copy.get("pattern"))
     return target, [f for f in listed if target.is_new(f)]
 
 
-def load_into(spark, warehouse: Warehouse, target: PipeTarget, pipe: pipes.Pipe, files) -> list[FileLoad]:
+def load_into(spark, warehouse: Warehouse, target: PipeTarget, pipe: pipes.Pipe, files,
+              cache: load_history.HistoryCache | None = None) -> list[FileLoad]:
     """Load `files` (new ones, at most MAX_FILES_PER_LOAD) into the pipe's table."""
     if not files:
         return []
@@ -107,14 +110,15 @@ def load_into(spark, warehouse: Warehouse, target: PipeTarget, pipe: pipes.Pipe,
     fmt = stages.resolve_format(warehouse, stage, pipe.copy.get("file_format"), stage.database, stage.schema)
     shaping_pipe = None if pipe.copy.get("match_by_column_name") else pipe
     return load_files(spark, target.ref, table_schema, stage, files[:MAX_FILES_PER_LOAD], fmt, shaping_pipe,
-                      pipe.copy["on_error"], target.loaded, pipe_name=target.name)
+                      pipe.copy["on_error"], target.loaded, pipe_name=target.name,
+                      on_commit=(lambda loads: cache.loaded(spark, target.ref, loads)) if cache else None)
 
 
-def load_new_files(spark, warehouse: Warehouse, database: str, schema: str,
-                   pipe: pipes.Pipe) -> list[FileLoad]:
+def load_new_files(spark, warehouse: Warehouse, database: str, schema: str, pipe: pipes.Pipe,
+                   cache: load_history.HistoryCache | None = None) -> list[FileLoad]:
     """One listing pass of one pipe: load the files that landed since the last."""
-    target, files = pending_files(spark, warehouse, database, schema, pipe)
-    return load_into(spark, warehouse, target, pipe, files)
+    target, files = pending_files(spark, warehouse, database, schema, pipe, cache)
+    return load_into(spark, warehouse, target, pipe, files, cache)
 
 
 def notified_files(warehouse: Warehouse, stage: stages.Stage, pipe: pipes.Pipe,
@@ -145,6 +149,7 @@ class PipeService:
         self.queues: dict[str, s3_notifications.NotificationQueue] = {}
         self.listed_for: dict[str, int] = {}  # notified pipe -> the REFRESH its last listing served
         self.wait_s = 0  # how long a queue is long-polled: >0 once a poll found nothing
+        self.history = load_history.HistoryCache()
 
     def poll(self) -> int:
         """Load what landed for every auto-ingest pipe; the number of files processed."""
@@ -173,7 +178,7 @@ class PipeService:
         channel = pipe.copy.get("notification_channel")
         refreshed = pipe.copy.get("refreshed_ms", 0)
         if not channel or self.listed_for.get(name) != refreshed:
-            loads = load_new_files(self.spark, self.warehouse, database, schema, pipe)
+            loads = load_new_files(self.spark, self.warehouse, database, schema, pipe, self.history)
             if channel and len(loads) < MAX_FILES_PER_LOAD:  # the listing is done
                 self.listed_for[name] = refreshed
             return loads
@@ -188,8 +193,9 @@ class PipeService:
         files = notified_files(self.warehouse, stage, pipe, messages)
         loads = []
         if files:
-            target = target_of(self.spark, self.warehouse, database, schema, pipe)
-            loads = load_into(self.spark, self.warehouse, target, pipe, [f for f in files if target.is_new(f)])
+            target = target_of(self.spark, self.warehouse, database, schema, pipe, self.history)
+            loads = load_into(self.spark, self.warehouse, target, pipe, [f for f in files if target.is_new(f)],
+                              self.history)
         queue.delete(messages)  # after the commit: a crash before it leaves them queued
         return loads
 

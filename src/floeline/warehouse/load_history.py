@@ -15,6 +15,7 @@ Like Snowflake's load metadata, the history lasts as long as the table's commit 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass
 
 from floeline.warehouse.catalog import TableRef
@@ -81,12 +82,65 @@ def read_history(spark, ref: TableRef) -> list[HistoryEntry]:
 
     if not DeltaTable.isDeltaTable(spark, ref.path):
         return []
-    rows = (DeltaTable.forPath(spark, ref.path).history()
-            .where(f"userMetadata LIKE '%{_MARK}%'")
-            .selectExpr("version", "unix_millis(timestamp) AS ts", "userMetadata")
+    return _read(DeltaTable.forPath(spark, ref.path).history())[2]
+
+
+def _read(history) -> tuple[int, int, list[HistoryEntry]]:
+    """(first version, last version, file loads) of a Delta history DataFrame."""
+    rows = (history.selectExpr("version", "unix_millis(timestamp) AS ts",
+                               f"CASE WHEN userMetadata LIKE '%{_MARK}%' THEN userMetadata END AS meta")
             .orderBy("version").collect())
-    return [HistoryEntry(load, row["version"], row["ts"])
-            for row in rows for load in parse_commit_metadata(row["userMetadata"])]
+    entries = [HistoryEntry(load, row["version"], row["ts"])
+               for row in rows for load in parse_commit_metadata(row["meta"])]
+    return (rows[0]["version"], rows[-1]["version"], entries) if rows else (-1, -1, [])
+
+
+class HistoryCache:
+    """Tables' load histories kept across the polls of a long-running loader (the pipe
+    service). Reading a history is a Spark job of about half a second, most of a small
+    file's load otherwise; here a table's history is read whole once, then only the
+    commits since, and not at all while the table's version (tables.latest_version, no
+    Spark job) is the one the cache holds or the cache's own load made it."""
+
+    def __init__(self):
+        # path -> ((table id, version), the loads recorded up to that version)
+        self._tables: dict[str, tuple[tuple[str, int], list[HistoryEntry]]] = {}
+
+    def read(self, spark, ref: TableRef) -> list[HistoryEntry]:
+        """The table's load history now (as read_history)."""
+        from delta.tables import DeltaTable
+
+        from floeline.warehouse.tables import latest_version
+
+        latest = latest_version(spark, ref)
+        cached = self._tables.pop(ref.path, None)
+        if latest is None:
+            return read_history(spark, ref)
+        if cached is not None and cached[0] == latest:
+            self._tables[ref.path] = cached
+            return cached[1]
+        (table, version), entries = cached if cached is not None else ((None, -1), [])
+        if table == latest[0] and version < latest[1]:
+            # The last commits, used when they reach back to the cached version.
+            first, last, new = _read(DeltaTable.forPath(spark, ref.path).history(latest[1] - version))
+            if first == version + 1:
+                self._tables[ref.path] = ((table, last), entries + new)
+                return entries + new
+        _, last, entries = _read(DeltaTable.forPath(spark, ref.path).history())
+        self._tables[ref.path] = ((latest[0], last), entries)
+        return entries
+
+    def loaded(self, spark, ref: TableRef, loads: list[FileLoad]) -> None:
+        """Note the commit that just recorded `loads`: when it is the only commit since
+        the cached version, it is the cache's next version (else the next read reads)."""
+        from floeline.warehouse.tables import latest_version
+
+        cached = self._tables.get(ref.path)
+        latest = latest_version(spark, ref)
+        if cached is None or latest != (cached[0][0], cached[0][1] + 1):
+            return
+        now = int(time.time() * 1000)
+        self._tables[ref.path] = (latest, cached[1] + [HistoryEntry(load, latest[1], now) for load in loads])
 
 
 class Loaded:

@@ -53,6 +53,21 @@ def table_exists(spark, ref: TableRef) -> bool:
     return DeltaTable.isDeltaTable(spark, ref.path)
 
 
+def latest_version(spark, ref: TableRef) -> tuple[str, int] | None:
+    """(the table's id, its latest commit version) from Delta's log on the driver
+    (milliseconds, no Spark job); None when there is no table (or Delta's API refuses).
+    The id tells a table dropped and created again from the one before it."""
+    if not table_exists(spark, ref):
+        return None
+    jvm = spark._jvm
+    try:
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, ref.path)
+        snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+        return str(snapshot.metadata().id()), int(snapshot.version())
+    except Exception:  # noqa: BLE001 - an internal API: callers then read the history
+        return None
+
+
 def read_schema(spark, ref: TableRef) -> TableSchema | None:
     """The table's columns and evolution flag, or None when there is no table yet."""
     from delta.tables import DeltaTable
