@@ -105,6 +105,10 @@ def test_firehose_to_s3_to_notified_pipe(spark, sql, wh, aws, bucket):
     assert any("EVENTS was dropped" in line for line in lines), lines
     attributes = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
     assert attributes["ApproximateNumberOfMessagesNotVisible"] == "1"
+    # DROP PIPE deletes the pipe's queue.
+    assert sql("DROP PIPE events_pipe") == [{"status": "EVENTS_PIPE successfully dropped."}]
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist):
+        sqs.get_queue_url(QueueName=channel.rsplit(":", 1)[1])
 
 
 def test_pipes_run_killed_mid_stream_loads_every_file_once(spark, sql, wh, aws, bucket, tmp_path):

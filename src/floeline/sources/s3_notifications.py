@@ -114,6 +114,20 @@ class NotificationQueue:
                      Entries=[{"Id": str(i), "ReceiptHandle": m.receipt} for i, m in enumerate(chunk)])
 
 
+def delete_queue(arn: str, credentials: dict[str, str], endpoint: str | None) -> None:
+    """Delete a pipe's queue (DROP PIPE); one already gone is fine."""
+    queue = NotificationQueue(arn, credentials, endpoint)
+    gone = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
+    try:
+        url = aws.call(f"SQS GetQueueUrl of {queue.name}", queue.client.get_queue_url, endpoint=endpoint,
+                       passthrough=gone, QueueName=queue.name, QueueOwnerAWSAccountId=queue.account)["QueueUrl"]
+    except Exception as exc:  # noqa: BLE001 - only the passthrough codes reach here
+        if aws.error_code(exc) in gone:
+            return
+        raise
+    aws.call(f"SQS DeleteQueue {queue.name}", queue.client.delete_queue, endpoint=endpoint, QueueUrl=url)
+
+
 def ensure_queue(name: str, region: str, credentials: dict[str, str], endpoint: str | None) -> str:
     """Create the queue (or find it: CreateQueue is idempotent) and return its ARN."""
     client = _sqs_client(region, credentials, endpoint)

@@ -102,6 +102,6 @@ def read_staged(spark, files, fmt: FileFormat):
     # Files are packed into partitions by size; one task per few files keeps both cores
     # busy when a load is many small compressed files.
     partitions = min(len(files), max(2, spark.sparkContext.defaultParallelism * 2))
-    if raw.rdd.getNumPartitions() < partitions:
+    if partitions > 1 and raw.rdd.getNumPartitions() < partitions:
         raw = raw.repartition(partitions)
     return raw.select("path", "content").mapInArrow(_FileSplitter(names, fmt), RECORDS_SCHEMA)

@@ -398,10 +398,29 @@ class Ddl:
                   "kind string, used_by_connector string, definition string, "
                   "notification_channel string")
 
+    def _drop_queue(self, pipe) -> str:
+        """Delete a dropped auto-ingest pipe's SQS queue; a note when it is left behind."""
+        from floeline.errors import FloelineError
+        from floeline.sources import s3_notifications
+        from floeline.warehouse import stages
+
+        channel = (pipe.copy or {}).get("notification_channel") if pipe is not None else None
+        if not channel:
+            return ""
+        stage = stages.load_stage(self.warehouse, *pipe.copy["stage"])
+        if stage is None:
+            return f" Its queue {channel} is left: its stage is gone (delete the queue with your AWS tools)."
+        try:
+            s3_notifications.delete_queue(channel, stage.credentials, stage.endpoint)
+        except FloelineError as exc:
+            return f" Its queue {channel} is left: {exc}"
+        return ""
+
     def drop_pipe(self, command: PipeCommand):
         database, schema, name = command.name.qualified(DEFAULT_DATABASE, DEFAULT_SCHEMA).normalized
+        pipe = pipes.load(self.warehouse, database, schema, "pipe", name)
         if pipes.delete(self.warehouse, database, schema, "pipe", name):
-            return self.status(f"{name} successfully dropped.")
+            return self.status(f"{name} successfully dropped.{self._drop_queue(pipe)}")
         if name.endswith(pipes.DEFAULT_PIPE_SUFFIX):
             raise SqlError(f"{name} is a default pipe: it cannot be dropped (it exists for its table)")
         if command.if_exists:
