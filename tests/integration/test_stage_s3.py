@@ -44,11 +44,15 @@ def test_copy_from_an_s3_stage(spark, sql, wh, aws, bucket):
     assert [(r["name"], r["size"]) for r in sql("LIST @s3s")] == [("a b.json", 16), ("sub/c.json.gz", len(packed))]
     described = {r["property"]: r["property_value"] for r in sql("DESCRIBE STAGE s3s")}
     assert described["AWS_SECRET_KEY"] == "****" and described["URL"] == f"s3://{bucket}/in/"
-    loaded = sql("COPY INTO nums FROM @s3s")
+    loaded = sql("COPY INTO nums FROM @s3s")  # small: read by the driver, with boto3
     assert sorted((r["file"], r["status"], r["rows_loaded"]) for r in loaded) == [
         ("a b.json", "LOADED", 2), ("sub/c.json.gz", "LOADED", 2)]
     assert sql("COPY INTO nums FROM @s3s") == [{"status": "Copy executed with 0 files processed."}]
-    assert values(spark, wh, "NUMS", "n") == [1, 2, 3, 4]
+    # Over 4 MB: read by Spark through s3a.
+    big = "".join(json.dumps({"n": n, "pad": uuid.uuid4().hex * 120}) + "\n" for n in range(100, 1200))
+    s3.put_object(Bucket=bucket, Key="in/big.json", Body=big.encode())
+    assert [(r["file"], r["rows_loaded"]) for r in sql("COPY INTO nums FROM @s3s")] == [("big.json", 1100)]
+    assert values(spark, wh, "NUMS", "n") == [1, 2, 3, 4, *range(100, 1200)]
 
 
 def test_s3_stage_errors_name_the_bucket(sql, aws):

@@ -60,7 +60,8 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
               "errors": 0, "first": None} for f in files if f.size == 0]
     stage_store.prepare_spark(spark, stage)
     # The files are read and split once; every job below starts from this.
-    records = read_staged(spark, [f for f in files if f.size > 0], fmt).persist(StorageLevel.MEMORY_AND_DISK)
+    records = read_staged(spark, [f for f in files if f.size > 0], fmt,
+                          stage_store.reader_for(stage)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         heads = records.where("row = 0").select("file", "size", "md5", "modified_ms", "records", "errors",
                                                 "error").collect()

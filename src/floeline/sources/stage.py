@@ -27,11 +27,13 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import unquote, urlparse
 
+from floeline.errors import FloelineError
 from floeline.records.file_formats import FileFormat, FileFormatError, record_columns
 
 RECORDS_SCHEMA = ("file string, size bigint, modified_ms bigint, md5 string, row bigint, "
                   "line bigint, value string, error string, records bigint, errors bigint")
 _BATCH_ROWS = 65536
+DRIVER_READ_BYTES = 4 << 20  # loads up to this size are read on the driver (read_staged)
 
 
 def location_key(location: str) -> str:
@@ -53,32 +55,33 @@ class _FileSplitter:
     def __call__(self, batches):
         for batch in batches:
             for entry in batch.to_pylist():
-                yield from self._file_rows(entry["path"], entry["content"])
+                name, modified = self.names.get(location_key(entry["path"]), (entry["path"], 0))
+                yield from file_rows(name, modified, entry["content"], self.fmt).to_batches(
+                    max_chunksize=_BATCH_ROWS)
 
-    def _file_rows(self, path: str, data: bytes):
-        """Row 0 (the file itself), then its records, in batches of at most _BATCH_ROWS."""
-        import pyarrow as pa
 
-        name, modified = self.names.get(location_key(path), (path, 0))
-        try:
-            records, file_error = record_columns(data, name, self.fmt), None
-        except FileFormatError as exc:
-            records, file_error = None, str(exc)
-        n = len(records.row) if records else 0
-        errors = n - records.error.null_count if records else 0
+def file_rows(name: str, modified_ms: int, data: bytes, fmt: FileFormat):
+    """One file's rows as an Arrow table: row 0 (the file itself), then its records."""
+    import pyarrow as pa
 
-        def column(first, type_, rest):  # row 0's value, then the records'
-            return pa.concat_arrays([pa.array([first], type_), rest if records else pa.nulls(0, type_)])
+    try:
+        records, file_error = record_columns(data, name, fmt), None
+    except FileFormatError as exc:
+        records, file_error = None, str(exc)
+    n = len(records.row) if records else 0
+    errors = n - records.error.null_count if records else 0
 
-        int64, string = pa.int64(), pa.string()
-        nothing = pa.nulls(n, int64)
-        table = pa.Table.from_arrays([
-            pa.repeat(name, n + 1).cast(string), pa.repeat(len(data), n + 1).cast(int64),
-            pa.repeat(modified, n + 1).cast(int64), pa.repeat(hashlib.md5(data).hexdigest(), n + 1).cast(string),
-            column(0, int64, records and records.row), column(0, int64, records and records.line),
-            column(None, string, records and records.value), column(file_error, string, records and records.error),
-            column(n, int64, nothing), column(errors, int64, nothing)], schema=_ARROW_SCHEMA)
-        yield from table.to_batches(max_chunksize=_BATCH_ROWS)
+    def column(first, type_, rest):  # row 0's value, then the records'
+        return pa.concat_arrays([pa.array([first], type_), rest if records else pa.nulls(0, type_)])
+
+    int64, string = pa.int64(), pa.string()
+    nothing = pa.nulls(n, int64)
+    return pa.Table.from_arrays([
+        pa.repeat(name, n + 1).cast(string), pa.repeat(len(data), n + 1).cast(int64),
+        pa.repeat(modified_ms, n + 1).cast(int64), pa.repeat(hashlib.md5(data).hexdigest(), n + 1).cast(string),
+        column(0, int64, records and records.row), column(0, int64, records and records.line),
+        column(None, string, records and records.value), column(file_error, string, records and records.error),
+        column(n, int64, nothing), column(errors, int64, nothing)], schema=_ARROW_SCHEMA)
 
 
 def _arrow_schema():
@@ -93,10 +96,18 @@ def _arrow_schema():
 _ARROW_SCHEMA = _arrow_schema()
 
 
-def read_staged(spark, files, fmt: FileFormat):
-    """A DataFrame of the records of `files` (StagedFile, from warehouse/stages.py)."""
+def read_staged(spark, files, fmt: FileFormat, read=None):
+    """A DataFrame of the records of `files` (StagedFile, from warehouse/stages.py).
+    `read` (StagedFile -> bytes): when given and the files are small, they are read and
+    split on the driver (no Spark job, no s3a client: a pipe's one new file is loaded
+    sooner); else Spark reads them."""
+    import pyarrow as pa
+
     if not files:
         return spark.createDataFrame([], RECORDS_SCHEMA)
+    if read is not None and sum(f.size for f in files) <= DRIVER_READ_BYTES:
+        tables = [file_rows(f.name, f.modified_ms, _read_listed(read, f), fmt) for f in files]
+        return spark.createDataFrame(pa.concat_tables(tables), RECORDS_SCHEMA)
     names = {location_key(f.location): (f.name, f.modified_ms) for f in files}
     raw = spark.read.format("binaryFile").load([f.location for f in files])
     # Files are packed into partitions by size; one task per few files keeps both cores
@@ -105,3 +116,11 @@ def read_staged(spark, files, fmt: FileFormat):
     if partitions > 1 and raw.rdd.getNumPartitions() < partitions:
         raw = raw.repartition(partitions)
     return raw.select("path", "content").mapInArrow(_FileSplitter(names, fmt), RECORDS_SCHEMA)
+
+
+def _read_listed(read, f) -> bytes:
+    try:
+        return read(f)
+    except FileNotFoundError:
+        raise FloelineError(f"{f.name} was removed from its stage while it was being loaded; "
+                            f"load again") from None

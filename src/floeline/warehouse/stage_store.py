@@ -152,6 +152,22 @@ class S3Store:
             raise
         return self._staged(key, head["ContentLength"], head["LastModified"])
 
+    def read(self, f: StagedFile) -> bytes:
+        """The bytes of a listed file (s3a://bucket/key)."""
+        from floeline.sources import aws
+
+        key = unquote(urlparse(f.location).path).lstrip("/")
+        try:
+            body = self._call("GetObject", self.client.get_object, Bucket=self.bucket, Key=key)["Body"]
+        except Exception as exc:
+            if aws.error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+                raise FileNotFoundError(f.location) from None
+            raise
+        try:
+            return body.read()
+        finally:
+            body.close()
+
     def hadoop_settings(self) -> dict[str, str]:
         """The s3a settings of this bucket (fs.s3a.bucket.<bucket>.<key>)."""
         settings = {"endpoint.region": self.region}
@@ -196,6 +212,14 @@ def is_s3(stage) -> bool:
 def region() -> str:
     """The AWS region of S3 stages and their queues: AWS_REGION, else us-east-1."""
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+
+
+def reader_for(stage):
+    """A function reading a listed file of the stage (StagedFile -> bytes) on the
+    driver: small loads read their files there, without a Spark job."""
+    if is_s3(stage):
+        return S3Store(stage.url, stage.credentials, stage.endpoint).read
+    return lambda f: Path(unquote(urlparse(f.location).path)).read_bytes()
 
 
 def prepare_spark(spark, stage) -> None:
