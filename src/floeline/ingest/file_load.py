@@ -59,9 +59,12 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
     empty = [{"file": f.name, "size": 0, "md5": EMPTY_MD5, "modified_ms": f.modified_ms, "parsed": 0,
               "errors": 0, "first": None} for f in files if f.size == 0]
     stage_store.prepare_spark(spark, stage)
-    # The files are read and split once; every job below starts from this.
-    records = read_staged(spark, [f for f in files if f.size > 0], fmt,
-                          stage_store.reader_for(stage)).persist(StorageLevel.MEMORY_AND_DISK)
+    # The files are read, split and parsed once; every job below starts from this (the
+    # parsed value is kept: expressions over it, inlined by Spark's optimizer, would
+    # parse each record again for every use).
+    records = read_staged(spark, [f for f in files if f.size > 0], fmt, stage_store.reader_for(stage)).selectExpr(
+        "file", "size", "modified_ms", "md5", "row", "line", "error", "records", "errors",
+        "CASE WHEN row > 0 AND error IS NULL THEN try_parse_json(value) END AS v").persist(StorageLevel.MEMORY_AND_DISK)
     try:
         heads = records.where("row = 0").select("file", "size", "md5", "modified_ms", "records", "errors",
                                                 "error").collect()
@@ -85,10 +88,10 @@ class _Load:
         self.scan_time = int(time.time() * 1000)
 
     def shaped(self, records):
-        """The records that split well, parsed and shaped into the table's columns
+        """The records that split well, shaped into the table's columns
         (_c0, _c1, ...), with file, row, line, error (why the record cannot load)."""
         good = records.where("row > 0 AND error IS NULL").selectExpr(
-            "*", "try_parse_json(value) AS v", "file AS channel", "CAST(row AS STRING) AS position",
+            "*", "file AS channel", "CAST(row AS STRING) AS position",
             "CAST(NULL AS TIMESTAMP) AS timestamp", "CAST(NULL AS ARRAY<STRUCT<key: STRING, value: BINARY>>) AS headers",
             "named_struct('line', line, 'unparsed', v IS NULL) AS source", "CAST(NULL AS STRING) AS _error_class",
             "CAST(NULL AS BINARY) AS _raw_key", "CAST(NULL AS BINARY) AS _raw_value",

@@ -33,7 +33,7 @@ from floeline.records.file_formats import FileFormat, FileFormatError, record_co
 RECORDS_SCHEMA = ("file string, size bigint, modified_ms bigint, md5 string, row bigint, "
                   "line bigint, value string, error string, records bigint, errors bigint")
 _BATCH_ROWS = 65536
-DRIVER_READ_BYTES = 4 << 20  # loads up to this size are read on the driver (read_staged)
+DRIVER_READ_BYTES = 1 << 20  # loads up to this size are read on the driver (read_staged)
 
 
 def location_key(location: str) -> str:
