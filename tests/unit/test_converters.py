@@ -190,6 +190,15 @@ def test_plain_json():
     assert c.convert(None).value is None
 
 
+def test_empty_json_is_null_a_tombstone_but_not_inside_the_envelope():
+    plain = converter_for({}, "value")
+    assert plain.convert(b"").value is None and plain.convert(b" \r\n\t").value is None
+    assert converter_for({"key.converter": JSON_CONVERTER,
+                          "key.converter.schemas.enable": "false"}, "key").convert(b"").value is None
+    with pytest.raises(ConverterError, match='requires "schema" and "payload"'):
+        converter_for({"value.converter": JSON_CONVERTER}, "value").convert(b"")
+
+
 def test_invalid_json_names_the_byte_offset():
     c = converter_for({}, "value")
     with pytest.raises(ConverterError) as err:
@@ -429,6 +438,73 @@ def test_protobuf_values():
     empty = c.convert(wire(11, bytes([2, 2]))).value  # proto3 defaults, unset messages None
     assert empty == {"id": 0, "name": "", "amounts": [], "item": None, "color": "RED",
                      "counts": {}, "at": None, "note": None, "blob": b""}
+
+
+NUMBERS_PROTO = """
+syntax = "proto3";
+import "google/protobuf/wrappers.proto";
+message Numbers {
+  uint64 u64 = 1; fixed64 f64 = 2; uint32 u32 = 3; float f = 4; double d = 5;
+  repeated float fs = 6; google.protobuf.UInt64Value wu64 = 7; google.protobuf.FloatValue wf = 8;
+}
+"""
+
+
+def test_protobuf_numbers_as_confluents_converter_gives_them():
+    Numbers = proto_classes(NUMBERS_PROTO)("Numbers")
+    msg = Numbers(u64=2**64 - 1, f64=2**63, u32=2**32 - 1, f=4321.432, d=4321.432, fs=[0.1, 1e-7])
+    msg.wu64.value, msg.wf.value = 2**64 - 2, 1.1
+    c = converter_for(settings_for("value", PROTOBUF_CONVERTER), "value",
+                      MemoryRegistry({13: {"schema": NUMBERS_PROTO, "schemaType": "PROTOBUF"}}))
+    value = c.convert(wire(13, b"\x00" + msg.SerializeToString())).value
+    # uint64 and fixed64 in a Java long; uint32 widened unsigned; floats at float32 precision
+    assert json.loads(to_json_text(value)) == {
+        "u64": -1, "f64": -(2**63), "u32": 2**32 - 1, "f": 4321.432, "d": 4321.432,
+        "fs": [0.1, 1e-7], "wu64": -2, "wf": 1.1}
+    assert '"f":4321.432,' in to_json_text(value)
+
+
+def test_float32_prints_the_shortest_float32_digits():
+    assert to_json_text([conv.Float32(4321.43212890625), conv.Float32(3.0), conv.Float32(1e-45),
+                         conv.Float32(3.4028234663852886e38), conv.Float32(float("nan")),
+                         conv.Float32(1e39)]) == '[4321.432,3.0,1e-45,3.4028235e+38,"NaN","Inf"]'
+    c = converter_for({"value.converter": JSON_CONVERTER}, "value")  # Connect's FLOAT32 schema
+    assert to_json_text(c.convert(_envelope({"type": "float32"}, 4321.43212890625)).value) == "4321.432"
+
+
+def test_avro_floats_are_float32_and_column_types_come_from_the_schema():
+    from floeline.records import avro_schema
+
+    schema = {"type": "record", "name": "M", "namespace": "t", "fields": [
+        {"name": "f", "type": "float"}, {"name": "d", "type": "double"},
+        {"name": "of", "type": ["null", "float"]}, {"name": "fs", "type": {"type": "array", "items": "float"}},
+        {"name": "n", "type": {"type": "record", "name": "N", "fields": [{"name": "x", "type": "float"}]}},
+        {"name": "n2", "type": "t.N"}, {"name": "i", "type": "int"}, {"name": "l", "type": "long"},
+        {"name": "b", "type": "boolean"}, {"name": "s", "type": "string"},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A"]}},
+        {"name": "raw", "type": "bytes"},
+        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "tm", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "m", "type": {"type": "map", "values": "float"}},
+        {"name": "u", "type": ["null", "int", "string"]}]}
+    record = {"f": float("nan"), "d": 1.1, "of": 1.1, "fs": [0.1], "n": {"x": 2.2}, "n2": {"x": 3.3},
+              "i": 1, "l": 2, "b": True, "s": "s", "e": "A", "raw": b"r", "dec": Decimal("1.50"),
+              "day": dt.date(2024, 1, 2), "tm": dt.time(1, 2, 3), "ts": dt.datetime(2024, 1, 2, tzinfo=UTC),
+              "m": {"k": 4.4}, "u": 5}
+    registry = MemoryRegistry({21: {"schema": json.dumps(schema)}})
+    c = converter_for(settings_for("value", AVRO_CONVERTER), "value", registry)
+    value = c.convert(wire(21, avro_bytes(schema, record))).value
+    assert json.loads(to_json_text(value))["of"] == 1.1 and json.loads(to_json_text(value))["d"] == 1.1
+    assert to_json_text([value["fs"], value["n"], value["n2"], value["m"], value["f"]]) == \
+        '[[0.1],{"x":2.2},{"x":3.3},{"k":4.4},"NaN"]'
+    assert avro_schema.column_types(fastavro.parse_schema(schema)) == {
+        "f": "double", "d": "double", "of": "double", "fs": "variant", "n": "variant",
+        "n2": "variant", "i": "decimal(38,0)", "l": "decimal(38,0)", "b": "boolean",
+        "s": "string", "e": "string", "raw": "string", "dec": "string", "day": "date",
+        "tm": "string", "ts": "timestamp_ntz", "m": "variant", "u": "variant"}
+    assert avro_schema.column_types(fastavro.parse_schema("string")) == {}
 
 
 def test_protobuf_message_index_zero_and_nested():

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from floeline.ingest.progress import BatchReport
 from floeline.records.content import (
-    PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
+    BLANK_VALUE_SQL, PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
 from floeline.records.decode import decode_frame
 from floeline.sources.base import (
     earlier_position, later_position, max_position_sql, min_position_sql)
@@ -118,7 +118,9 @@ def records(pipeline, df, started: float):
                 f"coalesce(element_at({lookup}, route), route) ELSE _route END"))
     else:
         df = df.selectExpr(
-            "*", "key AS _raw_key", "value AS _raw_value", "route AS _route",
+            "channel", "position", "route", "key", "headers", "timestamp", "source",
+            f"CASE WHEN {BLANK_VALUE_SQL} THEN NULL ELSE value END AS value",
+            "key AS _raw_key", "value AS _raw_value", "route AS _route",
             "false AS _skip", "CAST(NULL AS STRING) AS _decode_error",
             "CAST(NULL AS STRING) AS _decode_stage", "CAST(NULL AS STRING) AS _error_class")
     parse_error = PARSE_ERROR_SQL if cfg.schematization else PARSE_ERROR_ANY_JSON_SQL

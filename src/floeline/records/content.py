@@ -32,6 +32,10 @@ PARSE_ERROR_ANY_JSON_SQL = PARSE_ERROR_SQL.split(" WHEN left(")[0] + " END"
 
 PARSE_VALUE_SQL = "try_parse_json(CAST(value AS STRING))"
 
+# An empty (or whitespace-only) value is what Kafka Connect's JsonConverter reads as
+# null: a tombstone, as behavior.on.null.values decides, not invalid JSON.
+BLANK_VALUE_SQL = "(length(value) = 0 OR trim(BOTH ' \\t\\r\\n' FROM CAST(value AS STRING)) = '')"
+
 
 def variant_path(key: str) -> str:
     """A variant_get path selecting first-level `key`, as a SQL string literal (None

@@ -2,12 +2,15 @@
 shape Kafka Connect's converters produce and its transforms (SMTs) consume.
 
 Values are schemaless Python objects: dict (struct or map), list, str, int, float,
-bool, None, bytes, decimal.Decimal, datetime.date/datetime.datetime (UTC). The
+bool, None, bytes, decimal.Decimal, datetime.date/datetime.datetime (UTC), and
+Float32 for a 32-bit float (Connect FLOAT32) whose value is a double. The
 spec's conversion rules turn them into JSON text only at the end (converters.py),
 so transforms see the same types Kafka Connect's would."""
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,3 +30,19 @@ class Record:
     def with_(self, **changes) -> "Record":
         """A copy with some fields changed (transforms never mutate their input)."""
         return replace(self, **changes)
+
+
+class Float32(float):
+    """A 32-bit float (Avro `float`, Protobuf `float`, Connect FLOAT32). Kafka Connect
+    hands these on as Java floats, which print with float32 precision (4321.432, not
+    the double 4321.43212890625 of the same bits); to_json_text does the same."""
+
+    def __new__(cls, value: float) -> "Float32":
+        return super().__new__(cls, round_to_float32(value))
+
+
+def round_to_float32(value: float) -> float:
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:  # beyond float32's range: Java's (float) gives an infinity
+        return math.copysign(math.inf, value)
