@@ -22,7 +22,7 @@ from floeline.errors import ConfigError
 from floeline.records import converters as conv
 from floeline.records.converters import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, JSON_SCHEMA_CONVERTER, PROTOBUF_CONVERTER,
-    STRING_CONVERTER, ConverterError, RegistryUnavailable, converter_for, key_text, to_json_text)
+    STRING_CONVERTER, ConverterError, RegistryUnavailable, converter_for, to_json_text)
 from floeline.records.decode import DECODE_COLUMNS, RecordDecoder, decode_batches, needs_python_decode
 
 UTC = dt.timezone.utc
@@ -116,12 +116,9 @@ def test_unknown_types_are_refused():
         to_json_text({"s": {1, 2}})
 
 
-def test_key_text():
-    assert key_text(None) is None
-    assert key_text("k-1") == "k-1"
-    assert key_text({"id": 7}) == '{"id":7}'
-    assert key_text(7) == "7"
-    assert key_text(b"\x01") == "AQ=="
+def test_keys_are_written_as_json():  # RECORD_METADATA.key: strings stay strings
+    assert [to_json_text(k) for k in ("k-1", {"id": 7}, 7, b"\x01")] == \
+        ['"k-1"', '{"id":7}', "7", '"AQ=="']
 
 
 # ------------------------------------------------------------------ config checks
@@ -172,8 +169,9 @@ def test_needs_python_decode():
     assert not needs_python_decode(_config(value__converter=JSON_CONVERTER,
                                            value__converter__schemas__enable="false",
                                            key__converter=STRING_CONVERTER))
-    assert not needs_python_decode(_config(key__converter=JSON_CONVERTER,
-                                           key__converter__schemas__enable="false"))
+    # a JSON key is RECORD_METADATA.key as its JSON value: converted in Python
+    assert needs_python_decode(_config(key__converter=JSON_CONVERTER,
+                                       key__converter__schemas__enable="false"))
     assert needs_python_decode(_config(value__converter=JSON_CONVERTER))  # envelope by default
     assert needs_python_decode(_config(value__converter=AVRO_CONVERTER,
                                        value__converter__schema__registry__url="http://r"))
@@ -368,7 +366,7 @@ def test_avro_schema_references():
     c = converter_for(settings_for("key", AVRO_CONVERTER), "key", registry)
     got = c.convert(wire(5, avro_bytes(full, {"name": "Ann", "home": {"city": "Oslo"}})))
     assert got.value == {"name": "Ann", "home": {"city": "Oslo"}}
-    assert key_text(got.value) == '{"name":"Ann","home":{"city":"Oslo"}}'
+    assert to_json_text(got.value) == '{"name":"Ann","home":{"city":"Oslo"}}'
 
 
 # ------------------------------------------------------------------ Protobuf
@@ -552,18 +550,28 @@ def test_unreachable_registry_is_transient():
 
 # ------------------------------------------------------------------ decode without Spark
 
+def decoded(decoder, *args) -> dict:
+    """One record through RecordDecoder.decode, as {decode column: value}."""
+    return dict(zip((name for name, _ in DECODE_COLUMNS), decoder.decode(*args)))
+
+
 def test_record_decoder_rows():
     settings = settings_for("value", AVRO_CONVERTER)
     settings["key.converter"] = STRING_CONVERTER
     decoder = RecordDecoder(settings, avro_registry())
-    ok = decoder.decode("t", 0, 1, 5, 0, b"k", wire(1, avro_bytes(ORDER_V1, ORDER)), [])
-    assert ok[:6] == ("t", "k", to_json_text(ORDER), 1, False, None)
-    tomb = decoder.decode("t", 0, 2, 5, 0, None, None, [])
-    assert tomb[:6] == ("t", None, None, None, False, None)
-    bad = decoder.decode("t", 0, 3, 5, 0, b"k", wire(42, b""), [])
-    assert bad[0] == "t" and bad[2] is None and bad[4] is False
-    assert "unknown schema id 42" in bad[5]
-    assert bad[6:8] == ("value converter", "ConverterError") and "Traceback" in bad[8]
+    ok = decoded(decoder, "t", 0, 1, 5, 0, b"k", wire(1, avro_bytes(ORDER_V1, ORDER)), [("h", b"42")])
+    assert ok == {"_route_topic": "t", "_key_json": '"k"', "_headers_json": '{"h":"42"}',
+                  "_value_json": to_json_text(ORDER), "_schema_id": 1, "_skip": False,
+                  "_decode_error": None, "_decode_stage": None, "_error_class": None,
+                  "_error_trace": None}
+    tomb = decoded(decoder, "t", 0, 2, 5, 0, None, None, [])
+    assert (tomb["_key_json"], tomb["_headers_json"], tomb["_value_json"], tomb["_decode_error"]) == \
+        (None, None, None, None)
+    bad = decoded(decoder, "t", 0, 3, 5, 0, b"k", wire(42, b""), [])
+    assert bad["_route_topic"] == "t" and bad["_value_json"] is None and bad["_skip"] is False
+    assert "unknown schema id 42" in bad["_decode_error"]
+    assert (bad["_decode_stage"], bad["_error_class"]) == ("value converter", "ConverterError")
+    assert "Traceback" in bad["_error_trace"]
 
 
 def test_decode_batches_keeps_every_row_and_column():
@@ -580,7 +588,7 @@ def test_decode_batches_keeps_every_row_and_column():
                                  batch.schema.names))
     assert out.schema.names == batch.schema.names + [name for name, _ in DECODE_COLUMNS]
     rows = out.to_pylist()
-    assert rows[0]["_value_json"] == '{"a":1}' and rows[0]["_key_text"] == "k"
+    assert rows[0]["_value_json"] == '{"a":1}' and rows[0]["_key_json"] == '"k"'
     assert rows[1]["_decode_stage"] == "value converter" and rows[1]["_value_json"] is None
     assert rows[1]["source"]["offset"] == 1 and rows[1]["value"] == b"{oops"
 
@@ -599,18 +607,19 @@ def test_record_decoder_applies_transforms():
         "transforms.hoist.type": T + "HoistField$Value", "transforms.hoist.field": "payload",
     }
     decoder = RecordDecoder(settings)
-    row = decoder.decode("raw_orders", 0, 1, 5, 0, b"k", b"[1,2]", [])
-    assert row[:6] == ("clean_orders", "k", '{"payload":[1,2]}', None, False, None)
-    dropped = decoder.decode("raw_orders", 0, 2, 5, 0, b"k", None, [])
-    assert dropped[:6] == ("raw_orders", None, None, None, True, None)
+    row = decoded(decoder, "raw_orders", 0, 1, 5, 0, b"k", b"[1,2]", [])
+    assert (row["_route_topic"], row["_key_json"], row["_value_json"], row["_skip"]) == \
+        ("clean_orders", '"k"', '{"payload":[1,2]}', False)
+    dropped = decoded(decoder, "raw_orders", 0, 2, 5, 0, b"k", None, [])
+    assert (dropped["_route_topic"], dropped["_value_json"], dropped["_skip"]) == ("raw_orders", None, True)
 
 
 def test_record_decoder_reports_transform_errors():
     settings = {"value.converter.schemas.enable": "false", "transforms": "x",
                 "transforms.x.type": T + "ExtractField$Value", "transforms.x.field": "a"}
-    row = RecordDecoder(settings).decode("t", 0, 1, None, -1, None, b"[1]", [])
-    assert row[4] is False and row[6] == "transform" and row[7] == "TransformError"
-    assert "'x'" in row[5]
+    row = decoded(RecordDecoder(settings), "t", 0, 1, None, -1, None, b"[1]", [])
+    assert row["_skip"] is False and row["_decode_stage"] == "transform"
+    assert row["_error_class"] == "TransformError" and "'x'" in row["_decode_error"]
 
 
 def test_converter_error_pickles_with_its_stage():

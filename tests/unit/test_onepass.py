@@ -43,6 +43,11 @@ def test_keys_missing_from_a_nullable_column_are_null():
     assert "CAST(NULL AS string) AS `NAME`" in plan.columns
 
 
+def test_headers_the_rules_change_send_a_record_to_the_general_path():
+    plan = fastpath.typed_plan(ORDERS, frozenset({"order_id"}), "exists(headers, h -> true)")
+    assert plan.check.endswith("OR exists(headers, h -> true)")
+
+
 def test_general_path_is_needed_for():
     # two keys that differ only in case map to one column
     assert fastpath.typed_plan(ORDERS, frozenset({"name", "NAME"})) is None

@@ -52,7 +52,7 @@ from typing import Any, Literal
 
 from floeline.errors import ConfigError, RecordError
 from floeline.records.avro_schema import plain_value
-from floeline.records.record import Float32, round_to_float32
+from floeline.records.record import Float32, shortest_float32
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
@@ -467,6 +467,10 @@ class _RegistryConverter(Converter):
         schema = self._schema(schema_id)
         return Converted(self._decode(schema_id, schema, payload), schema_id)
 
+    def schema_of(self, schema_id: int) -> Any:
+        """The parsed schema of `schema_id` (fetched once per process)."""
+        return self._schema(schema_id)
+
     def _schema(self, schema_id: int) -> Any:
         key = (self.schema_type, schema_id)
         cache = getattr(self.registry, "parsed", None)
@@ -832,16 +836,6 @@ def to_json_text(value: Any) -> str:
     return "".join(out)
 
 
-def key_text(value: Any) -> str | None:
-    """RECORD_METADATA.key: a string key as it is, bytes as base64, None as None, any
-    other key as its JSON text."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    return to_json_text(value)
-
-
 def _write(value: Any, out: list[str]) -> None:
     if value is None:
         out.append("null")
@@ -894,12 +888,8 @@ def _float_text(value: float) -> str:
         return '"NaN"'
     if math.isinf(value):
         return '"Inf"' if value > 0 else '"-Inf"'
-    if isinstance(value, Float32):
-        # the fewest digits that read back as the same float32, as Java's Float.toString
-        for digits in range(1, 10):
-            shortest = float(f"{value:.{digits}g}")
-            if round_to_float32(shortest) == value:
-                return float.__repr__(shortest)
+    if isinstance(value, Float32):  # the fewest digits, as Java's Float.toString
+        return float.__repr__(shortest_float32(value))
     return float.__repr__(value)
 
 

@@ -24,7 +24,8 @@ class Record:
     timestamp_type: int  # 0 CreateTime, 1 LogAppendTime, -1 none
     key: Any = None
     value: Any = None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    # (name, value) in order; each value as the header converter gave it (header_values.py)
+    headers: list[tuple[str, Any]] = field(default_factory=list)
     schema_id: int | None = None  # the value's schema registry id, when it had one
 
     def with_(self, **changes) -> "Record":
@@ -46,3 +47,13 @@ def round_to_float32(value: float) -> float:
         return struct.unpack("<f", struct.pack("<f", value))[0]
     except OverflowError:  # beyond float32's range: Java's (float) gives an infinity
         return math.copysign(math.inf, value)
+
+
+def shortest_float32(value: float) -> float:
+    """The double with the fewest digits that reads back as the float32 `value`: what
+    Java's Float.toString prints."""
+    for digits in range(1, 10):
+        shortest = float(f"{value:.{digits}g}")
+        if round_to_float32(shortest) == value:
+            return shortest
+    return value
