@@ -66,10 +66,17 @@ def test_json_key_structured_json_headers_and_ignored_tombstones(
     """The Python decode path: a JsonConverter key lands as its object, so
     record_metadata:key.number works; JsonConverter headers keep their types with
     structured headers; an empty value is skipped with behavior.on.null.values=IGNORE;
-    a header that is not JSON is a bad record of the header converter stage."""
-    topic = topic_name("fid_py")
+    a header that is not JSON is a bad record of the header converter stage. A second
+    topic fills a table made with AUTOINCREMENT and DEFAULT columns."""
+    topic, to_ids = topic_name("fid_py"), topic_name("fid_ids")
     devkafka.create_topic(kafka, topic)
+    devkafka.create_topic(kafka, to_ids)
     wh = Warehouse(warehouse)
+    run_script(spark, "CREATE TABLE IDS (id NUMBER AUTOINCREMENT START 100 INCREMENT 10, "
+                      "name VARCHAR DEFAULT 'anon', n NUMBER, "
+                      "at TIMESTAMP_LTZ DEFAULT CURRENT_TIMESTAMP(), record_metadata VARIANT)", wh)
+    produce(kafka, to_ids, [{"value": {"n": 1, "name": "a"}}, {"value": {"n": 2}},
+                            {"value": {"n": 3, "name": None}}], partition=0)
     produced = [
         {"key": b'{"number":"0"}', "value": {"v": 1},
          "headers": [("h_string", b'"hello"'), ("h_number", b"42"), ("h_bool", b"true"),
@@ -81,7 +88,8 @@ def test_json_key_structured_json_headers_and_ignored_tombstones(
     ]
     produce(kafka, topic, produced, partition=0)
     connector = run_connector(make_config(**{
-        "topics": topic, "errors.tolerance": "all", "behavior.on.null.values": "IGNORE",
+        "topics": f"{topic},{to_ids}", "snowflake.topic2table.map": f"{to_ids}:IDS",
+        "errors.tolerance": "all", "behavior.on.null.values": "IGNORE",
         "key.converter": JSON_CONVERTER, "key.converter.schemas.enable": "false",
         "value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "false",
         "header.converter": JSON_CONVERTER, "header.converter.schemas.enable": "false",
@@ -101,6 +109,14 @@ def test_json_key_structured_json_headers_and_ignored_tombstones(
     results = run_script(spark, f"SELECT record_metadata:key.number::string AS n FROM {topic} "
                                 f"WHERE record_metadata:offset = 0", wh)
     assert [r["n"] for r in results[-1][1].collect()] == ["0"]
+
+    # Delta fills what the records leave out: AUTOINCREMENT values, DEFAULTs
+    ids = sorted(read_table("IDS").collect(), key=lambda r: r["N"])
+    assert [(r["N"], r["NAME"]) for r in ids] == [(1, "a"), (2, "anon"), (3, None)]  # null stays
+    assert len({r["ID"] for r in ids}) == 3 and all(r["ID"] >= 100 and r["ID"] % 10 == 0 for r in ids)
+    assert all(r["AT"] is not None for r in ids)
+    described = {r["name"]: r for r in run_script(spark, "DESCRIBE TABLE IDS", wh)[-1][1].collect()}
+    assert described["NAME"]["default"] == "'anon'" and described["ID"]["type"] == "NUMBER(19,0)"
 
 
 TEXTS = ["value1", "", "  ", "a b", "42", "-7", "0", "-0", "007", "1.5", "true", " true", "null",

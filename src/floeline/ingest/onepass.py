@@ -83,10 +83,10 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
             values.append("CAST(_meta AS variant)" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type})")
         elif len(keys) > 1 or not column.type.startswith(_FAST_TYPES) or (
-                not keys and not column.nullable):
-            return None
+                not keys and not column.nullable) or column.default is not None:
+            return None  # (a DEFAULT column: the general path fills records without its key)
         elif not keys:
-            values.append(f"CAST(NULL AS {column.type})")
+            values.append(None)  # left out of the write: Delta's NULL or AUTOINCREMENT value
         else:
             fields.append(f"{quote_column(keys[0])} {column.type}")
             values.append(f"j.{quote_column(keys[0])}")
@@ -102,8 +102,13 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
     ] + not_null + ([headers_check] if headers_check else []))
     # The check sits inside the first written column: Spark prunes an unused column,
     # assert_true included, so a separate check column would never run.
-    values[0] = f"CASE WHEN {unusual} THEN raise_error({sql_string(FAILURE_MARK)}) ELSE {values[0]} END"
-    columns = [f"{v} AS {quote_column(c.name)}" for v, c in zip(values, schema.columns)]
+    written = [(v, c) for v, c in zip(values, schema.columns) if v is not None]
+    if not written:
+        return None
+    first, column = written[0]
+    written[0] = (f"CASE WHEN {unusual} THEN raise_error({sql_string(FAILURE_MARK)}) ELSE {first} END",
+                  column)
+    columns = [f"{v} AS {quote_column(c.name)}" for v, c in written]
     return TypedPlan(", ".join(fields), columns, unusual, known_keys)
 
 

@@ -74,7 +74,8 @@ class TableSink:
             schema = self.prepare(state, table_rows, fields, declared)
             phase("table")
             shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization)
-        columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)]
+        columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)
+                   if f"_c{i}" in shaped.columns]  # (the default pipe leaves out keyless columns)
         row_stage = "'pipe expression'" if pipe is not None else "'table write'"
         can_fail = "_row_error" in shaped.columns
         if check_only:
@@ -181,7 +182,7 @@ class TableSink:
             tables.add_columns(p.spark, ref, new)
             changed = True
         for column in schema.columns:
-            if column.nullable or column.name == METADATA_COLUMN:
+            if column.nullable or column.name == METADATA_COLUMN or column.default is not None:
                 continue
             keys, _vtype = shaping.field_for(column, fields)
             missing = table_rows.where(f"NOT ({present_sql(keys)})" if keys else "true")

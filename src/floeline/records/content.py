@@ -169,6 +169,11 @@ def extract_sql(keys: list[str], column_type: str) -> str:
     return gets[0] if len(gets) == 1 else f"coalesce({', '.join(gets)})"
 
 
+def has_key_sql(keys: list[str]) -> str:
+    """TRUE when the record has any of the first-level `keys`, even holding null."""
+    return " OR ".join(f"{key_value_sql(k)} IS NOT NULL" for k in keys)
+
+
 def present_sql(keys: list[str]) -> str:
     """TRUE when the record has a non-null value for any of `keys`."""
     checks = [f"({key_value_sql(k)} IS NOT NULL AND NOT is_variant_null({key_value_sql(k)}))"
