@@ -221,7 +221,9 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
         else:
             shaped = shaping.pipe_rows(schema, good, pipe)
         error = "_row_error" if "_row_error" in shaped.columns else "CAST(NULL AS STRING)"
-        columns = [f"_c{i}" for i in range(len(schema.columns))]
+        # (the default pipe leaves out columns no record has: Delta fills them, DEFAULTs too)
+        written = [(f"_c{i}", col) for i, col in enumerate(schema.columns) if f"_c{i}" in shaped.columns]
+        columns = [c for c, _col in written]
         shaped = shaped.selectExpr("_src_channel AS file", "CAST(_src_position AS BIGINT) AS row",
                                    "_src_source.line AS line", f"{error} AS error", *columns)
         # Each file's own row (row 0: its identity, or why it could not be read) and the
@@ -241,7 +243,7 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
         keep = [f.file for f in loads if f.loaded]
         out = shaped.where("error IS NULL")
         out = out.where(out.file.isin(keep)) if keep else out.limit(0)
-        out = out.selectExpr(*[f"{c} AS {quote_column(col.name)}" for c, col in zip(columns, schema.columns)])
+        out = out.selectExpr(*[f"{c} AS {quote_column(col.name)}" for c, col in written])
         if loads:
             (out.write.format("delta").mode("append")
              .option("userMetadata", load_history.commit_metadata(loads, commit_extra)).save(ref.path))
