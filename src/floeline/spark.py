@@ -166,6 +166,21 @@ def _jvm_stderr_to_log():
             os.close(saved)
 
 
+def _launch_jvm_in_own_session(settings: dict[str, str]) -> None:
+    """Start Spark's JVM (the Py4J gateway) in a session of its own. A Ctrl-C or a
+    SIGTERM sent to floeline's process group then reaches Python alone, which stops the
+    streaming query cleanly; were it to reach the JVM too, its shutdown hook would stop
+    Spark under the running query. The JVM still ends with Python: it exits when its
+    stdin (a pipe from Python) closes. Under spark-submit the JVM exists already."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    SparkContext._ensure_initialized(gateway=launch_gateway(conf, {"start_new_session": True}))
+
+
 def get_spark(master: str = "local[2]"):
     """The process-wide SparkSession (created on first call)."""
     global _session
@@ -177,10 +192,12 @@ def get_spark(master: str = "local[2]"):
             # interpreter, which has floeline; `python3` from PATH may not.
             os.environ["PYSPARK_PYTHON"] = sys.executable
 
+        settings = spark_conf(master)
         builder = SparkSession.builder
-        for key, value in spark_conf(master).items():
+        for key, value in settings.items():
             builder = builder.config(key, value)
         with _jvm_stderr_to_log():
+            _launch_jvm_in_own_session(settings)
             _session = builder.getOrCreate()
         _session.sparkContext.setLogLevel(os.environ.get("FLOELINE_SPARK_LOG_LEVEL", "ERROR"))
     return _session

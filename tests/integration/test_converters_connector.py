@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import math
 import os
 from decimal import Decimal
 
@@ -29,6 +30,12 @@ T = "org.apache.kafka.connect.transforms."
 
 ORDER_KEY = {"type": "record", "name": "OrderKey", "namespace": "shop",
              "fields": [{"name": "id", "type": "long"}]}
+READING = {"type": "record", "name": "Reading", "namespace": "lab", "fields": [
+    {"name": "f", "type": "float"}, {"name": "d", "type": "double"},
+    {"name": "of", "type": ["null", "float"]}]}
+NUMBERS_PROTO = """syntax = "proto3";
+message Numbers { uint64 u64 = 1; uint32 u32 = 2; float f = 3; double d = 4; }
+"""
 
 
 
@@ -68,9 +75,16 @@ def column_types(spark, warehouse, name) -> dict[str, str]:
 def test_avro_values_and_keys_land_evolve_and_bad_ones_go_to_the_dlq(
         kafka, spark, schema_registry, topic_name, make_config, run_connector, read_table,
         warehouse):
-    topic, dlq = topic_name("avro"), topic_name("avro_dlq")
+    topic, dlq, floats = topic_name("avro"), topic_name("avro_dlq"), topic_name("avro_f")
     devkafka.create_topic(kafka, topic)
     devkafka.create_topic(kafka, dlq)
+    devkafka.create_topic(kafka, floats)
+    reading = register(schema_registry, f"{floats}-value", json.dumps(READING))
+    # Column types come from the Avro schema: the first batch's `f` holds NaN (written
+    # as "NaN") and `of` null, yet both are FLOAT columns; floats keep float32 digits.
+    produce(kafka, floats, [
+        {"value": wire(reading, avro(READING, {"f": float("nan"), "d": float("inf"), "of": None}))},
+        {"value": wire(reading, avro(READING, {"f": 1.1, "d": 2.5, "of": 4321.432}))}], partition=0)
     v1 = register(schema_registry, f"{topic}-value", json.dumps(ORDER_V1))
     v2 = register(schema_registry, f"{topic}-value", json.dumps(ORDER_V2))
     key_id = register(schema_registry, f"{topic}-key", json.dumps(ORDER_KEY))
@@ -110,7 +124,9 @@ def test_avro_values_and_keys_land_evolve_and_bad_ones_go_to_the_dlq(
     first = rows[0]
     assert first["ID"] == 1 and first["STATUS"] == "PAID"  # enum -> its symbol
     assert float(first["AMOUNT"]) == 19.99  # decimal logical type -> a number
-    assert first["AT"] == "2024-05-06T07:08:09.123Z" and types["AT"] == "string"  # ISO, UTC
+    # timestamp-millis -> TIMESTAMP_NTZ, decimal -> VARCHAR, as Snowflake maps Connect types
+    assert first["AT"] == dt.datetime(2024, 5, 6, 7, 8, 9, 123000) and types["AT"] == "timestamp_ntz"
+    assert types["AMOUNT"] == "string" and types["ID"] == "decimal(38,0)"
     assert variant(first["TAGS"]) == {"x": 1, "y": 2} and types["TAGS"] == "variant"  # map
     assert first["NOTE"] is None and rows[1]["NOTE"] == "n2"
     # The evolved schema added a column mid-topic (an ALTER, after the table was created)...
@@ -120,9 +136,8 @@ def test_avro_values_and_keys_land_evolve_and_bad_ones_go_to_the_dlq(
     history = [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()]
     assert "ADD COLUMNS" in history, history
 
-    # 5: the Avro key, converted and written as JSON text in RECORD_METADATA.key.
-    assert [meta(rows[o])["key"] for o in (0, 1, 2, 5)] == [
-        '{"id":1}', '{"id":2}', '{"id":3}', '{"id":6}']
+    # 5: the Avro key, converted: an object in RECORD_METADATA.key.
+    assert [meta(rows[o])["key"] for o in (0, 1, 2, 5)] == [{"id": 1}, {"id": 2}, {"id": 3}, {"id": 6}]
     assert meta(first)["topic"] == topic and meta(first)["partition"] == 0
     # RECORD_METADATA.schema_id: DESIGN.md lists it, but the connector does not write it
     # (decode_frame computes _schema_id; ingest._records does not carry it to _meta).
@@ -138,13 +153,27 @@ def test_avro_values_and_keys_land_evolve_and_bad_ones_go_to_the_dlq(
         assert reason in h["__connect.errors.exception.message"], h
         assert h["__connect.errors.connector.name"] == config.name
 
+    run_connector(make_config(**{
+        "topics": floats, "value.converter": AVRO_CONVERTER,
+        "value.converter.schema.registry.url": schema_registry}))
+    assert column_types(spark, warehouse, floats.upper()) == {
+        "RECORD_METADATA": "variant", "F": "double", "D": "double", "OF": "double"}
+    nan, other = sorted(read_table(floats.upper()).collect(), key=lambda r: meta(r)["offset"])
+    assert math.isnan(nan["F"]) and nan["D"] == float("inf") and nan["OF"] is None
+    assert (other["F"], other["D"], other["OF"]) == (1.1, 2.5, 4321.432)
+
 
 # ---- 2: Protobuf --------------------------------------------------------------------
 
 def test_protobuf_values_land(kafka, schema_registry, topic_name, make_config, run_connector,
                               read_table, warehouse):
-    topic = topic_name("proto")
+    topic, numbers = topic_name("proto"), topic_name("proto_n")
     devkafka.create_topic(kafka, topic)
+    devkafka.create_topic(kafka, numbers)
+    numbers_id = register(schema_registry, f"{numbers}-value", NUMBERS_PROTO, "PROTOBUF")
+    Numbers = proto_class(NUMBERS_PROTO, "Numbers")
+    produce(kafka, numbers, [{"value": wire(numbers_id, b"\x00" + Numbers(
+        u64=2**64 - 1, u32=2**32 - 1, f=4321.432, d=4321.432).SerializeToString())}])
     schema_id = register(schema_registry, f"{topic}-value", ORDER_PROTO, "PROTOBUF")
     Order = proto_class(ORDER_PROTO, "shop.Order")
     msg = Order(id=7, name="seven", amounts=[1.25, 2.5], color=1, counts={"a": 2})
@@ -155,7 +184,7 @@ def test_protobuf_values_land(kafka, schema_registry, topic_name, make_config, r
     ]
     produce(kafka, topic, produced, partition=0)
     connector = run_connector(make_config(**{
-        "topics": topic, "value.converter": PROTOBUF_CONVERTER,
+        "topics": f"{topic},{numbers}", "value.converter": PROTOBUF_CONVERTER,
         "value.converter.schema.registry.url": schema_registry, "errors.tolerance": "all"}))
 
     rows = read_table(topic.upper()).collect()
@@ -168,6 +197,9 @@ def test_protobuf_values_land(kafka, schema_registry, topic_name, make_config, r
     (error,) = errors
     assert int(error["RECORD_POSITION"]) == 1 and error["STAGE"] == "value converter"
     assert error["ERROR"].startswith("corrupt Protobuf") and error["RECORD_VALUE"] == produced[1]["value"]
+    # As Confluent's converter gives them: uint64 in a Java long, float at float32 digits
+    (n,) = read_table(numbers.upper()).collect()
+    assert (n["U64"], n["U32"], n["F"], n["D"]) == (-1, 2**32 - 1, 4321.432, 4321.432)
 
 
 # ---- 3: JsonConverter envelope, StringConverter, ByteArrayConverter -------------------

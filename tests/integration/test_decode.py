@@ -53,7 +53,7 @@ def test_avro_records_decode_with_errors_flagged(kafka, spark, schema_registry, 
     assert len(rows) == 5
 
     assert rows[0]["_decode_error"] is None and rows[0]["_schema_id"] == v1
-    assert rows[0]["_key_text"] == "k1" and rows[0]["_route_topic"] == topic
+    assert rows[0]["_key_json"] == '"k1"' and rows[0]["_route_topic"] == topic
     assert json.loads(rows[0]["_value_json"]) == {
         "id": 1, "amount": 19.99, "at": "2024-05-06T07:08:09.123Z", "status": "PAID",
         "tags": {"x": 1}, "note": None}
@@ -71,7 +71,7 @@ def test_avro_records_decode_with_errors_flagged(kafka, spark, schema_registry, 
     assert rows[3]["_decode_error"].startswith("corrupt Avro")
 
     assert rows[4]["_value_json"] is None and rows[4]["_decode_error"] is None
-    assert rows[4]["_key_text"] == "gone" and rows[4]["_skip"] is False
+    assert rows[4]["_key_json"] == '"gone"' and rows[4]["_skip"] is False
 
 
 def test_protobuf_records_decode(kafka, spark, schema_registry, topic_name):
@@ -125,7 +125,7 @@ def test_streaming_decode_with_transforms(kafka, spark, schema_registry, topic_n
              .start())
     query.awaitTermination(120)
     rows = sorted(spark.table(table).collect(), key=lambda r: r["source"]["offset"])
-    assert [r["_key_text"] for r in rows[:3]] == ['{"id":0}', '{"id":1}', '{"id":2}']
+    assert [r["_key_json"] for r in rows[:3]] == ['{"id":0}', '{"id":1}', '{"id":2}']
     assert [r["_value_json"] for r in rows[:3]] == ['{"ids":[0]}', '{"ids":[1]}', '{"ids":[2]}']
     assert {r["_route_topic"] for r in rows[:3]} == {"routed_" + topic[len("stream_"):]}
     assert rows[3]["_decode_stage"] == "key converter"

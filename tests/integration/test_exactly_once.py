@@ -134,7 +134,9 @@ def test_sigkill_mid_stream_then_restart(kafka, topic_name, tmp_path, warehouse,
     assert_exactly_once(df, {p: len(range(p, total, partitions)) for p in range(partitions)})
 
 
-def test_sigterm_stops_cleanly(kafka, topic_name, tmp_path, warehouse):
+def test_sigterm_to_the_process_group_stops_cleanly(kafka, topic_name, tmp_path, warehouse):
+    """SIGTERM to `floeline run`'s whole process group (what a service manager or a
+    terminal sends), reaching Spark's JVM first: a clean stop, exit 0, no traceback."""
     topic = topic_name("term")
     devkafka.create_topic(kafka, topic)
     config_file = tmp_path / "term.json"
@@ -143,15 +145,27 @@ def test_sigterm_stops_cleanly(kafka, topic_name, tmp_path, warehouse):
         '"floeline.warehouse": "%s", "buffer.flush.time": "1"}}' % (topic, kafka, warehouse))
     produce_numbered(kafka, topic, 1, 0, 5)
     proc = subprocess.Popen([sys.executable, "-m", "floeline.cli", "run", str(config_file)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     lines = []
     threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
-    deadline = time.time() + 180
-    while time.time() < deadline and not any(l.startswith("batch ") for l in lines):
-        assert proc.poll() is None, "".join(lines)
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(120) == 0, "".join(lines)
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and not any(l.startswith("batch ") for l in lines):
+            assert proc.poll() is None, "".join(lines)
+            time.sleep(0.5)
+        jvm = subprocess.run(["pgrep", "-P", str(proc.pid), "java"], capture_output=True,
+                             text=True).stdout.split()
+        assert jvm, "no JVM child"
+        for pid in jvm:  # the JVM first, then everyone in the group
+            os.kill(int(pid), signal.SIGTERM)
+        time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(120) == 0, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in "".join(lines), "".join(lines)
 
 
 def test_table_written_before_sources_resumes_from_its_kafka_offsets(

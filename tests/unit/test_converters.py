@@ -22,7 +22,7 @@ from floeline.errors import ConfigError
 from floeline.records import converters as conv
 from floeline.records.converters import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, JSON_SCHEMA_CONVERTER, PROTOBUF_CONVERTER,
-    STRING_CONVERTER, ConverterError, RegistryUnavailable, converter_for, key_text, to_json_text)
+    STRING_CONVERTER, ConverterError, RegistryUnavailable, converter_for, to_json_text)
 from floeline.records.decode import DECODE_COLUMNS, RecordDecoder, decode_batches, needs_python_decode
 
 UTC = dt.timezone.utc
@@ -116,12 +116,9 @@ def test_unknown_types_are_refused():
         to_json_text({"s": {1, 2}})
 
 
-def test_key_text():
-    assert key_text(None) is None
-    assert key_text("k-1") == "k-1"
-    assert key_text({"id": 7}) == '{"id":7}'
-    assert key_text(7) == "7"
-    assert key_text(b"\x01") == "AQ=="
+def test_keys_are_written_as_json():  # RECORD_METADATA.key: strings stay strings
+    assert [to_json_text(k) for k in ("k-1", {"id": 7}, 7, b"\x01")] == \
+        ['"k-1"', '{"id":7}', "7", '"AQ=="']
 
 
 # ------------------------------------------------------------------ config checks
@@ -172,8 +169,9 @@ def test_needs_python_decode():
     assert not needs_python_decode(_config(value__converter=JSON_CONVERTER,
                                            value__converter__schemas__enable="false",
                                            key__converter=STRING_CONVERTER))
-    assert not needs_python_decode(_config(key__converter=JSON_CONVERTER,
-                                           key__converter__schemas__enable="false"))
+    # a JSON key is RECORD_METADATA.key as its JSON value: converted in Python
+    assert needs_python_decode(_config(key__converter=JSON_CONVERTER,
+                                       key__converter__schemas__enable="false"))
     assert needs_python_decode(_config(value__converter=JSON_CONVERTER))  # envelope by default
     assert needs_python_decode(_config(value__converter=AVRO_CONVERTER,
                                        value__converter__schema__registry__url="http://r"))
@@ -188,6 +186,15 @@ def test_plain_json():
     c = converter_for({"value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "false"}, "value")
     assert c.convert(b'{"a": [1, 2.5, "x"]}').value == {"a": [1, 2.5, "x"]}
     assert c.convert(None).value is None
+
+
+def test_empty_json_is_null_a_tombstone_but_not_inside_the_envelope():
+    plain = converter_for({}, "value")
+    assert plain.convert(b"").value is None and plain.convert(b" \r\n\t").value is None
+    assert converter_for({"key.converter": JSON_CONVERTER,
+                          "key.converter.schemas.enable": "false"}, "key").convert(b"").value is None
+    with pytest.raises(ConverterError, match='requires "schema" and "payload"'):
+        converter_for({"value.converter": JSON_CONVERTER}, "value").convert(b"")
 
 
 def test_invalid_json_names_the_byte_offset():
@@ -359,7 +366,7 @@ def test_avro_schema_references():
     c = converter_for(settings_for("key", AVRO_CONVERTER), "key", registry)
     got = c.convert(wire(5, avro_bytes(full, {"name": "Ann", "home": {"city": "Oslo"}})))
     assert got.value == {"name": "Ann", "home": {"city": "Oslo"}}
-    assert key_text(got.value) == '{"name":"Ann","home":{"city":"Oslo"}}'
+    assert to_json_text(got.value) == '{"name":"Ann","home":{"city":"Oslo"}}'
 
 
 # ------------------------------------------------------------------ Protobuf
@@ -431,6 +438,73 @@ def test_protobuf_values():
                      "counts": {}, "at": None, "note": None, "blob": b""}
 
 
+NUMBERS_PROTO = """
+syntax = "proto3";
+import "google/protobuf/wrappers.proto";
+message Numbers {
+  uint64 u64 = 1; fixed64 f64 = 2; uint32 u32 = 3; float f = 4; double d = 5;
+  repeated float fs = 6; google.protobuf.UInt64Value wu64 = 7; google.protobuf.FloatValue wf = 8;
+}
+"""
+
+
+def test_protobuf_numbers_as_confluents_converter_gives_them():
+    Numbers = proto_classes(NUMBERS_PROTO)("Numbers")
+    msg = Numbers(u64=2**64 - 1, f64=2**63, u32=2**32 - 1, f=4321.432, d=4321.432, fs=[0.1, 1e-7])
+    msg.wu64.value, msg.wf.value = 2**64 - 2, 1.1
+    c = converter_for(settings_for("value", PROTOBUF_CONVERTER), "value",
+                      MemoryRegistry({13: {"schema": NUMBERS_PROTO, "schemaType": "PROTOBUF"}}))
+    value = c.convert(wire(13, b"\x00" + msg.SerializeToString())).value
+    # uint64 and fixed64 in a Java long; uint32 widened unsigned; floats at float32 precision
+    assert json.loads(to_json_text(value)) == {
+        "u64": -1, "f64": -(2**63), "u32": 2**32 - 1, "f": 4321.432, "d": 4321.432,
+        "fs": [0.1, 1e-7], "wu64": -2, "wf": 1.1}
+    assert '"f":4321.432,' in to_json_text(value)
+
+
+def test_float32_prints_the_shortest_float32_digits():
+    assert to_json_text([conv.Float32(4321.43212890625), conv.Float32(3.0), conv.Float32(1e-45),
+                         conv.Float32(3.4028234663852886e38), conv.Float32(float("nan")),
+                         conv.Float32(1e39)]) == '[4321.432,3.0,1e-45,3.4028235e+38,"NaN","Inf"]'
+    c = converter_for({"value.converter": JSON_CONVERTER}, "value")  # Connect's FLOAT32 schema
+    assert to_json_text(c.convert(_envelope({"type": "float32"}, 4321.43212890625)).value) == "4321.432"
+
+
+def test_avro_floats_are_float32_and_column_types_come_from_the_schema():
+    from floeline.records import avro_schema
+
+    schema = {"type": "record", "name": "M", "namespace": "t", "fields": [
+        {"name": "f", "type": "float"}, {"name": "d", "type": "double"},
+        {"name": "of", "type": ["null", "float"]}, {"name": "fs", "type": {"type": "array", "items": "float"}},
+        {"name": "n", "type": {"type": "record", "name": "N", "fields": [{"name": "x", "type": "float"}]}},
+        {"name": "n2", "type": "t.N"}, {"name": "i", "type": "int"}, {"name": "l", "type": "long"},
+        {"name": "b", "type": "boolean"}, {"name": "s", "type": "string"},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A"]}},
+        {"name": "raw", "type": "bytes"},
+        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "tm", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "m", "type": {"type": "map", "values": "float"}},
+        {"name": "u", "type": ["null", "int", "string"]}]}
+    record = {"f": float("nan"), "d": 1.1, "of": 1.1, "fs": [0.1], "n": {"x": 2.2}, "n2": {"x": 3.3},
+              "i": 1, "l": 2, "b": True, "s": "s", "e": "A", "raw": b"r", "dec": Decimal("1.50"),
+              "day": dt.date(2024, 1, 2), "tm": dt.time(1, 2, 3), "ts": dt.datetime(2024, 1, 2, tzinfo=UTC),
+              "m": {"k": 4.4}, "u": 5}
+    registry = MemoryRegistry({21: {"schema": json.dumps(schema)}})
+    c = converter_for(settings_for("value", AVRO_CONVERTER), "value", registry)
+    value = c.convert(wire(21, avro_bytes(schema, record))).value
+    assert json.loads(to_json_text(value))["of"] == 1.1 and json.loads(to_json_text(value))["d"] == 1.1
+    assert to_json_text([value["fs"], value["n"], value["n2"], value["m"], value["f"]]) == \
+        '[[0.1],{"x":2.2},{"x":3.3},{"k":4.4},"NaN"]'
+    assert avro_schema.column_types(fastavro.parse_schema(schema)) == {
+        "f": "double", "d": "double", "of": "double", "fs": "variant", "n": "variant",
+        "n2": "variant", "i": "decimal(38,0)", "l": "decimal(38,0)", "b": "boolean",
+        "s": "string", "e": "string", "raw": "string", "dec": "string", "day": "date",
+        "tm": "string", "ts": "timestamp_ntz", "m": "variant", "u": "variant"}
+    assert avro_schema.column_types(fastavro.parse_schema("string")) == {}
+
+
 def test_protobuf_message_index_zero_and_nested():
     cls = proto_classes(ORDER_PROTO)
     c = converter_for(settings_for("value", PROTOBUF_CONVERTER), "value", proto_registry())
@@ -476,18 +550,28 @@ def test_unreachable_registry_is_transient():
 
 # ------------------------------------------------------------------ decode without Spark
 
+def decoded(decoder, *args) -> dict:
+    """One record through RecordDecoder.decode, as {decode column: value}."""
+    return dict(zip((name for name, _ in DECODE_COLUMNS), decoder.decode(*args)))
+
+
 def test_record_decoder_rows():
     settings = settings_for("value", AVRO_CONVERTER)
     settings["key.converter"] = STRING_CONVERTER
     decoder = RecordDecoder(settings, avro_registry())
-    ok = decoder.decode("t", 0, 1, 5, 0, b"k", wire(1, avro_bytes(ORDER_V1, ORDER)), [])
-    assert ok[:6] == ("t", "k", to_json_text(ORDER), 1, False, None)
-    tomb = decoder.decode("t", 0, 2, 5, 0, None, None, [])
-    assert tomb[:6] == ("t", None, None, None, False, None)
-    bad = decoder.decode("t", 0, 3, 5, 0, b"k", wire(42, b""), [])
-    assert bad[0] == "t" and bad[2] is None and bad[4] is False
-    assert "unknown schema id 42" in bad[5]
-    assert bad[6:8] == ("value converter", "ConverterError") and "Traceback" in bad[8]
+    ok = decoded(decoder, "t", 0, 1, 5, 0, b"k", wire(1, avro_bytes(ORDER_V1, ORDER)), [("h", b"42")])
+    assert ok == {"_route_topic": "t", "_key_json": '"k"', "_headers_json": '{"h":"42"}',
+                  "_value_json": to_json_text(ORDER), "_schema_id": 1, "_skip": False,
+                  "_decode_error": None, "_decode_stage": None, "_error_class": None,
+                  "_error_trace": None}
+    tomb = decoded(decoder, "t", 0, 2, 5, 0, None, None, [])
+    assert (tomb["_key_json"], tomb["_headers_json"], tomb["_value_json"], tomb["_decode_error"]) == \
+        (None, None, None, None)
+    bad = decoded(decoder, "t", 0, 3, 5, 0, b"k", wire(42, b""), [])
+    assert bad["_route_topic"] == "t" and bad["_value_json"] is None and bad["_skip"] is False
+    assert "unknown schema id 42" in bad["_decode_error"]
+    assert (bad["_decode_stage"], bad["_error_class"]) == ("value converter", "ConverterError")
+    assert "Traceback" in bad["_error_trace"]
 
 
 def test_decode_batches_keeps_every_row_and_column():
@@ -504,7 +588,7 @@ def test_decode_batches_keeps_every_row_and_column():
                                  batch.schema.names))
     assert out.schema.names == batch.schema.names + [name for name, _ in DECODE_COLUMNS]
     rows = out.to_pylist()
-    assert rows[0]["_value_json"] == '{"a":1}' and rows[0]["_key_text"] == "k"
+    assert rows[0]["_value_json"] == '{"a":1}' and rows[0]["_key_json"] == '"k"'
     assert rows[1]["_decode_stage"] == "value converter" and rows[1]["_value_json"] is None
     assert rows[1]["source"]["offset"] == 1 and rows[1]["value"] == b"{oops"
 
@@ -523,18 +607,19 @@ def test_record_decoder_applies_transforms():
         "transforms.hoist.type": T + "HoistField$Value", "transforms.hoist.field": "payload",
     }
     decoder = RecordDecoder(settings)
-    row = decoder.decode("raw_orders", 0, 1, 5, 0, b"k", b"[1,2]", [])
-    assert row[:6] == ("clean_orders", "k", '{"payload":[1,2]}', None, False, None)
-    dropped = decoder.decode("raw_orders", 0, 2, 5, 0, b"k", None, [])
-    assert dropped[:6] == ("raw_orders", None, None, None, True, None)
+    row = decoded(decoder, "raw_orders", 0, 1, 5, 0, b"k", b"[1,2]", [])
+    assert (row["_route_topic"], row["_key_json"], row["_value_json"], row["_skip"]) == \
+        ("clean_orders", '"k"', '{"payload":[1,2]}', False)
+    dropped = decoded(decoder, "raw_orders", 0, 2, 5, 0, b"k", None, [])
+    assert (dropped["_route_topic"], dropped["_value_json"], dropped["_skip"]) == ("raw_orders", None, True)
 
 
 def test_record_decoder_reports_transform_errors():
     settings = {"value.converter.schemas.enable": "false", "transforms": "x",
                 "transforms.x.type": T + "ExtractField$Value", "transforms.x.field": "a"}
-    row = RecordDecoder(settings).decode("t", 0, 1, None, -1, None, b"[1]", [])
-    assert row[4] is False and row[6] == "transform" and row[7] == "TransformError"
-    assert "'x'" in row[5]
+    row = decoded(RecordDecoder(settings), "t", 0, 1, None, -1, None, b"[1]", [])
+    assert row["_skip"] is False and row["_decode_stage"] == "transform"
+    assert row["_error_class"] == "TransformError" and "'x'" in row["_decode_error"]
 
 
 def test_converter_error_pickles_with_its_stage():

@@ -38,9 +38,17 @@ def test_from_json_is_as_strict_as_parse_json():
     assert "'allowNonNumericNumbers', 'false'" in sql and "'allowSingleQuotes', 'false'" in sql
 
 
-def test_keys_missing_from_a_nullable_column_are_null():
+def test_keys_missing_from_a_nullable_column_are_left_out_for_delta_to_fill():
     plan = fastpath.typed_plan(ORDERS, frozenset({"order_id"}))
-    assert "CAST(NULL AS string) AS `NAME`" in plan.columns
+    assert not any("`NAME`" in c for c in plan.columns)  # NULL, or an AUTOINCREMENT value
+    # a DEFAULT column takes the general path, which fills in the default per record
+    with_default = TableSchema((Column("N", "string", default="'x'"),), False)
+    assert fastpath.typed_plan(with_default, frozenset({"n"})) is None
+
+
+def test_headers_the_rules_change_send_a_record_to_the_general_path():
+    plan = fastpath.typed_plan(ORDERS, frozenset({"order_id"}), "exists(headers, h -> true)")
+    assert plan.check.endswith("OR exists(headers, h -> true)")
 
 
 def test_general_path_is_needed_for():

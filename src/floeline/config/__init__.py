@@ -53,7 +53,7 @@ TYPED_KEYS = frozenset({
 # Keys (and key families with free suffixes) that later stages read from `raw`:
 # transforms (SMTs), converter options, Kafka client overrides.
 PASSTHROUGH_KEYS = frozenset({
-    "transforms", "predicates", "header.converter",
+    "transforms", "predicates", "header.converter", "snowflake.feature.structured.headers",
     "key.converter.schemas.enable", "value.converter.schemas.enable",
     "key.converter.schema.registry.url", "value.converter.schema.registry.url",
 })
@@ -91,7 +91,7 @@ IGNORED_KEYS = frozenset({
     "snowflake.streaming.metrics.prometheus.port",
     "snowflake.cache.table.exists", "snowflake.cache.table.exists.expire.ms",
     "snowflake.cache.pipe.exists", "snowflake.cache.pipe.exists.expire.ms",
-    "snowflake.feature.structured.headers", "snowflake.feature.assert.partition.assignment",
+    "snowflake.feature.assert.partition.assignment",
     "snowflake.feature.precommit.client.recovery", "snowflake.feature.validation.error.table.name",
     "snowflake.feature.normalize.time", "snowflake.feature.structured.record.metadata.enabled",
     "jmx", "enable.mdc.logging", "enable.task.fail.on.authorization.errors",

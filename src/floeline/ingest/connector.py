@@ -31,6 +31,10 @@ from floeline.sources import source_for
 
 log = logging.getLogger("floeline")
 
+# How long a Spark that ended under the connector waits for the stop signal that may
+# have ended it, sent to the whole process group, to reach Python as well.
+_SIGNAL_GRACE_S = 2.0
+
 
 class Connector:
     """One connector: its config, its source, its tables, its streaming query."""
@@ -85,26 +89,45 @@ class Connector:
         query = writer.start()
         restore = _install_stop_signals(self._stop)
         try:
-            # A short wait: --until-caught-up returns as soon as the last batch is done.
+            self._await(query)
+            error = query.exception()
+        except Exception as exc:
+            if not spark_gone(exc):
+                if self.failure is None:  # the query failed outside a batch (source, planning)
+                    raise FloelineError(f"connector {self.config.name} stopped: "
+                                        f"{first_lines(str(exc))}") from exc
+                error = None
+            elif self._stop.wait(_SIGNAL_GRACE_S):
+                # A stop signal sent to the process group reached Spark's JVM too, and
+                # it stopped first (under spark-submit the JVM is in our group).
+                return
+            else:
+                raise FloelineError(
+                    f"connector {self.config.name} stopped: Spark's JVM ended under it "
+                    f"({first_lines(str(exc), 1)}); every batch it committed is in the "
+                    f"tables, so running it again continues from there") from None
+        finally:
+            restore()
+        if self.failure is not None:
+            if self._stop.is_set() and spark_gone(self.failure):
+                return  # a batch cut short by the stop: nothing of it was committed
+            raise self.failure
+        if error is not None:
+            raise FloelineError(f"connector {self.config.name} stopped: {first_lines(str(error))}")
+
+    def _await(self, query) -> None:
+        """Wait until the query ends or a stop is asked for (a short wait:
+        --until-caught-up returns as soon as the last batch is done); then let a
+        micro-batch in flight finish its commits and stop the query."""
+        try:
             while query.isActive and not self._stop.is_set():
                 query.awaitTermination(0.1)
-        except Exception as exc:
-            if self.failure is None:  # the query failed outside a batch (source, planning)
-                raise FloelineError(f"connector {self.config.name} stopped: "
-                                    f"{first_lines(str(exc))}") from exc
         finally:
             if query.isActive:
-                # Let a micro-batch in flight finish its commits before stopping.
                 deadline = time.time() + 120
                 while query.isActive and query.status["isTriggerActive"] and time.time() < deadline:
                     time.sleep(0.2)
                 query.stop()
-            restore()
-        if self.failure is not None:
-            raise self.failure
-        if query.exception() is not None:
-            raise FloelineError(f"connector {self.config.name} stopped: "
-                                f"{first_lines(str(query.exception()))}")
 
     def stop(self) -> None:
         self._stop.set()
@@ -154,6 +177,19 @@ class Connector:
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         return report
+
+
+def spark_gone(exc: BaseException) -> bool:
+    """True when an error says Spark itself is gone (its JVM ended, its context was
+    stopped), not that the query failed: what a stop signal that also reached the JVM
+    looks like from Python."""
+    from py4j.protocol import Py4JNetworkError
+
+    if isinstance(exc, (Py4JNetworkError, ConnectionError)):
+        return True
+    text = str(exc)
+    return any(m in text for m in ("stopped SparkContext", "SparkContext was shut down",
+                                   "SparkContext has been shutdown"))
 
 
 def _install_stop_signals(stop: threading.Event):

@@ -73,8 +73,10 @@ def error_headers(record: BadRecord, connector: str) -> list[tuple[str, bytes]]:
 
 
 def _connect_stage(stage: str) -> str:
-    """Kafka Connect's stage names (KEY_CONVERTER, VALUE_CONVERTER, TRANSFORMATION, TASK_PUT)."""
+    """Kafka Connect's stage names (KEY_CONVERTER, VALUE_CONVERTER, HEADER_CONVERTER,
+    TRANSFORMATION, TASK_PUT)."""
     return {"key converter": "KEY_CONVERTER", "value converter": "VALUE_CONVERTER",
+            "header converter": "HEADER_CONVERTER",
             "transform": "TRANSFORMATION"}.get(stage, "TASK_PUT")
 
 

@@ -105,9 +105,13 @@ class _Load:
         shaping_error = "_row_error" if "_row_error" in shaped.columns else "CAST(NULL AS STRING)"
         error = (f"CASE WHEN _src_source.unparsed THEN 'invalid JSON (or a value over the 16 MiB VARIANT limit)' "
                  f"ELSE {shaping_error} END")
+        # (the default pipe leaves out columns no record has: Delta fills them, DEFAULTs too)
         return shaped.selectExpr("_src_channel AS file", "CAST(_src_position AS BIGINT) AS row",
                                  "_src_source.line AS line", f"{error} AS error",
-                                 *[f"_c{i}" for i in range(len(self.schema.columns))])
+                                 *[c for c in self._columns() if c in shaped.columns])
+
+    def _columns(self) -> list[str]:
+        return [f"_c{i}" for i in range(len(self.schema.columns))]
 
     def write(self, shaped, loads: list[FileLoad], stop_on_row_error: bool = False) -> bool:
         """Append the shaped rows of the files `loads` keeps, with their load history, in
@@ -121,7 +125,8 @@ class _Load:
             out = out.where(f"CASE WHEN error IS NULL THEN true ELSE raise_error('{_ROW_ERROR_MARK}') END")
         else:
             out = out.where("error IS NULL")
-        out = out.selectExpr(*[f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(self.schema.columns)])
+        out = out.selectExpr(*[f"{c} AS {quote_column(column.name)}" for c, column in
+                               zip(self._columns(), self.schema.columns) if c in shaped.columns])
         try:
             (out.write.format("delta").mode("append")
              .option("userMetadata", load_history.commit_metadata(loads, self.commit_extra)).save(self.ref.path))

@@ -19,8 +19,9 @@ from pyspark.sql import functions as F
 
 from floeline.ingest.progress import BatchReport
 from floeline.records.content import (
-    PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
-from floeline.records.decode import decode_frame
+    BLANK_VALUE_SQL, PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
+from floeline.records.decode import decode_frame, with_converted_headers
+from floeline.records.headers import HEADER_STAGE
 from floeline.sources.base import (
     earlier_position, later_position, max_position_sql, min_position_sql)
 
@@ -55,6 +56,7 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
             F.min(F.unix_millis("timestamp")).alias("ts_min"),
             F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"),
             F.expr("schema_of_variant_agg(CASE WHEN _error IS NULL THEN v END)").alias("keys"),
+            F.expr("collect_set(CASE WHEN _error IS NULL THEN _schema_id END)").alias("schema_ids"),
         ).collect()
         phase("read+stats")
         report.records_read = sum(g["records"] for g in groups)
@@ -96,16 +98,17 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
 
 def records(pipeline, df, started: float):
     """The batch's records, decoded: channel, position, the route after transforms
-    (`_route`), the value as VARIANT (`v`), why a record cannot be ingested (`_error`,
-    `_stage`), RECORD_METADATA (`_meta`), and the original bytes (`_raw_key`,
-    `_raw_value`, `headers`, `timestamp`, `source`) for bad records."""
+    (`_route`), the value as VARIANT (`v`) and its schema registry id (`_schema_id`),
+    why a record cannot be ingested (`_error`, `_stage`), RECORD_METADATA (`_meta`), and
+    the original bytes (`_raw_key`, `_raw_value`, `headers`, `timestamp`, `source`) for
+    bad records."""
     cfg = pipeline.config
     if pipeline.decode:
         # Converters and transforms in Python; the columns below read their output.
         df = decode_frame(df, cfg).selectExpr(
             "channel", "position", "route", "timestamp", "headers", "source",
-            "key AS _raw_key", "value AS _raw_value",
-            "CAST(_key_text AS BINARY) AS key", "CAST(_value_json AS BINARY) AS value",
+            "key AS _raw_key", "value AS _raw_value", "_key_json", "_headers_json",
+            "CAST(_value_json AS BINARY) AS value", "_schema_id",
             "_route_topic AS _route", "_skip", "_decode_error", "_decode_stage", "_error_class")
         routes = {r: pipeline.routed(r) for r in pipeline.routes}
         if any(r != routed for r, routed in routes.items()):
@@ -117,15 +120,22 @@ def records(pipeline, df, started: float):
                 f"CASE WHEN _skip OR _decode_error IS NOT NULL THEN "
                 f"coalesce(element_at({lookup}, route), route) ELSE _route END"))
     else:
-        df = df.selectExpr(
-            "*", "key AS _raw_key", "value AS _raw_value", "route AS _route",
-            "false AS _skip", "CAST(NULL AS STRING) AS _decode_error",
-            "CAST(NULL AS STRING) AS _decode_stage", "CAST(NULL AS STRING) AS _error_class")
+        # Header values by header.converter (only those SQL cannot write go to Python).
+        df = with_converted_headers(df, cfg, pipeline.headers_check).selectExpr(
+            "channel", "position", "route", "key", "headers", "timestamp", "source",
+            f"CASE WHEN {BLANK_VALUE_SQL} THEN NULL ELSE value END AS value",
+            "key AS _raw_key", "value AS _raw_value", "route AS _route", "_headers_json",
+            "CAST(NULL AS INT) AS _schema_id",
+            "false AS _skip", "_headers_error AS _decode_error",
+            f"CASE WHEN _headers_error IS NOT NULL THEN '{HEADER_STAGE}' END AS _decode_stage",
+            "CASE WHEN _headers_error IS NOT NULL THEN 'ConverterError' END AS _error_class")
     parse_error = PARSE_ERROR_SQL if cfg.schematization else PARSE_ERROR_ANY_JSON_SQL
-    metadata = pipeline.source.metadata_sql(cfg.metadata, int(started * 1000))
+    metadata = pipeline.source.metadata_sql(
+        cfg.metadata, int(started * 1000), key_json="_key_json" if pipeline.decode else None,
+        headers_json=None if pipeline.headers_in_sql else "_headers_json")
     return df.selectExpr("*", f"{PARSE_VALUE_SQL} AS v").selectExpr(
         "channel", "position", "timestamp", "headers", "source", "_raw_key", "_raw_value",
-        "_route", "_skip",
+        "_route", "_skip", "_schema_id",
         "value IS NULL AND _decode_error IS NULL AND NOT _skip AS _tombstone", "v",
         f"CASE WHEN _skip THEN NULL ELSE coalesce(_decode_error, {parse_error}) END AS _error",
         "CASE WHEN _decode_error IS NOT NULL THEN _decode_stage ELSE 'value converter' END AS _stage",
@@ -153,6 +163,7 @@ def _merge_channel(channels: dict, channel: str, group) -> None:
     new = {k: group[k] for k in ("first", "last", "records", "bad", "tombstones", "filtered",
                                  "ts_min", "ts_mid")}
     new["keys"] = {group["keys"]}
+    new["schema_ids"] = set(group["schema_ids"] or ())
     if old is None:
         channels[channel] = new
         return
@@ -162,3 +173,4 @@ def _merge_channel(channels: dict, channel: str, group) -> None:
     old["last"] = later_position(old["last"], new["last"])
     old["ts_min"] = min(old["ts_min"], new["ts_min"])
     old["keys"] |= new["keys"]
+    old["schema_ids"] |= new["schema_ids"]

@@ -10,7 +10,8 @@ from_json and written in one job; measured at 0.86x of the same hand-written job
 
 The single pass stays exactly-once and loses nothing because every record is checked
 inside the write: a record with an unknown key, a value that does not fit its column,
-invalid JSON or UTF-8, a tombstone or a null for a NOT NULL column fails the write
+invalid JSON or UTF-8, a tombstone, a header the header converter does not keep as its
+text (headers.py) or a null for a NOT NULL column fails the write
 (raise_error) before Delta commits anything. Keys and UTF-8 are checked by a JVM
 function made for the table's key set (jvm.py): one scan of the bytes, where Spark
 SQL needed a second JSON parse (measured: 1.99 s -> 1.53 s on a 340k-record batch). The connector then runs the batch again
@@ -61,13 +62,15 @@ class TypedPlan:
     """How to write a batch in one pass: the from_json schema and the select list."""
     json_schema: str  # DDL for from_json, with the corrupt-record field last
     columns: list[str]  # select expressions over `j` (parsed) and `_meta`, one per table column
-    check: str  # SQL over `value` and `j`: TRUE when the record needs the general path
+    check: str  # SQL over `value`, `headers` and `j`: TRUE when the record needs the general path
     known_keys: frozenset[str]  # for the check function, registered before the write (jvm.py)
 
 
-def typed_plan(schema: TableSchema, known_keys: frozenset[str]) -> TypedPlan | None:
+def typed_plan(schema: TableSchema, known_keys: frozenset[str],
+               headers_check: str | None = None) -> TypedPlan | None:
     """A one-pass plan for a table whose records have only `known_keys`, or None when
-    some column needs the general path (two keys for one column, other types)."""
+    some column needs the general path (two keys for one column, other types).
+    `headers_check`: SQL, TRUE for a record with a header SQL cannot write as text."""
     by_column: dict[str, list[str]] = {}
     for key in known_keys:
         by_column.setdefault(column_name_for_key(key).upper(), []).append(key)
@@ -80,10 +83,10 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str]) -> TypedPlan | N
             values.append("CAST(_meta AS variant)" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type})")
         elif len(keys) > 1 or not column.type.startswith(_FAST_TYPES) or (
-                not keys and not column.nullable):
-            return None
+                not keys and not column.nullable) or column.default is not None:
+            return None  # (a DEFAULT column: the general path fills records without its key)
         elif not keys:
-            values.append(f"CAST(NULL AS {column.type})")
+            values.append(None)  # left out of the write: Delta's NULL or AUTOINCREMENT value
         else:
             fields.append(f"{quote_column(keys[0])} {column.type}")
             values.append(f"j.{quote_column(keys[0])}")
@@ -96,11 +99,16 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str]) -> TypedPlan | N
         # Valid UTF-8 and an object whose top-level keys are all known (jvm.py):
         # from_json would silently skip an unknown key and replace invalid bytes.
         f"NOT {known_keys_function(known_keys)}(value)",
-    ] + not_null)
+    ] + not_null + ([headers_check] if headers_check else []))
     # The check sits inside the first written column: Spark prunes an unused column,
     # assert_true included, so a separate check column would never run.
-    values[0] = f"CASE WHEN {unusual} THEN raise_error({sql_string(FAILURE_MARK)}) ELSE {values[0]} END"
-    columns = [f"{v} AS {quote_column(c.name)}" for v, c in zip(values, schema.columns)]
+    written = [(v, c) for v, c in zip(values, schema.columns) if v is not None]
+    if not written:
+        return None
+    first, column = written[0]
+    written[0] = (f"CASE WHEN {unusual} THEN raise_error({sql_string(FAILURE_MARK)}) ELSE {first} END",
+                  column)
+    columns = [f"{v} AS {quote_column(c.name)}" for v, c in written]
     return TypedPlan(", ".join(fields), columns, unusual, known_keys)
 
 
@@ -167,7 +175,7 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     elif not state.one_pass_ready:
         return None
     schema = pipeline.tables.schema(state)
-    plan = typed_plan(schema, state.known_keys) if schema else None
+    plan = typed_plan(schema, state.known_keys, pipeline.headers_check) if schema else None
     if plan is None:
         return None
     report = BatchReport(batch_id)
@@ -180,7 +188,7 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
         log.info("batch %s takes the general path: no floeline JVM functions: %s", batch_id, exc)
         return None
     frame = df.selectExpr(
-        "value", "timestamp",
+        "value", "headers", "timestamp",
         f"{from_json_sql(plan.json_schema)} AS j",
         f"{pipeline.source.metadata_sql(cfg.metadata, push_time)} AS _meta",
     ).observe(observed, F.count(F.lit(1)).alias("records"),

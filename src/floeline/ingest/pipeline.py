@@ -4,12 +4,17 @@ table rule. Nothing here knows which source it is."""
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from floeline.ingest.bad_records import BadRecords
 from floeline.ingest.dead_letters import dead_letter_queue_for
 from floeline.ingest.snowpipe_sink import SnowpipeSink
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import Tables
+from floeline.records import converters as conv
+from floeline.records.avro_schema import column_types
 from floeline.records.decode import needs_python_decode, transform_chain_for
+from floeline.records.headers import header_rules
 from floeline.records.support import check_supported
 from floeline.records.transforms import routed_topic
 from floeline.sources.base import Committed
@@ -21,6 +26,9 @@ class Pipeline:
         check_supported(config)
         self.config, self.spark, self.source = config, spark, source
         self.decode = needs_python_decode(config)  # converters/transforms run in Python
+        # header.converter: without a decode stage, can SQL write every header's text?
+        self.headers_check = header_rules(config.raw).headers_check_sql() if source.has_headers else None
+        self.headers_in_sql = not self.decode and self.headers_check is None
         self.transforms = transform_chain_for(config.raw)
         self.warehouse = Warehouse(config.warehouse)
         self.tables = Tables(spark, self.warehouse, config.name)
@@ -29,6 +37,27 @@ class Pipeline:
         # or through staged files loaded by the table's pipe (SNOWPIPE).
         self.sink = SnowpipeSink(self) if config.ingestion_method == "SNOWPIPE" else TableSink(self)
         self.routes: list[str] = []  # the source's routes when the query started
+
+    def declared_types(self, schema_ids) -> dict[str, str]:
+        """Top-level field -> column type, as the Avro schema(s) of a batch's values
+        declare them (later schema ids win), so a column's type comes from its schema,
+        not its values. Empty for other converters, and with transforms (which reshape
+        values without schemas here)."""
+        converter = self._schema_converter
+        if converter is None:
+            return {}
+        if isinstance(converter, conv.ConfigSchemaAvroConverter):
+            return column_types(converter.schema)
+        declared: dict[str, str] = {}
+        for schema_id in sorted(schema_ids):
+            declared.update(column_types(converter.schema_of(schema_id)))
+        return declared
+
+    @cached_property
+    def _schema_converter(self):
+        if self.config.value_converter != conv.AVRO_CONVERTER or self.transforms is not None:
+            return None
+        return conv.converter_for(self.config.raw, "value")
 
     def table_ref(self, route: str) -> TableRef:
         """The table records of `route` (after transforms such as RegexRouter) go to."""

@@ -70,10 +70,12 @@ class TableSink:
                 expected -= rejected
                 fields.pop("")
             phase("keys")
-            schema = self.prepare(state, table_rows, fields)
+            declared = p.declared_types(set().union(*(c.get("schema_ids", ()) for c in channels.values())))
+            schema = self.prepare(state, table_rows, fields, declared)
             phase("table")
             shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization)
-        columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)]
+        columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)
+                   if f"_c{i}" in shaped.columns]  # (the default pipe leaves out keyless columns)
         row_stage = "'pipe expression'" if pipe is not None else "'table write'"
         can_fail = "_row_error" in shaped.columns
         if check_only:
@@ -146,9 +148,17 @@ class TableSink:
 
     # ---- the default pipe: keys -> columns ---------------------------------------
 
-    def prepare(self, state: TableState, table_rows, fields) -> TableSchema:
+    def prepare(self, state: TableState, table_rows, fields, declared=None) -> TableSchema:
         """Create the table on its first record, or evolve it for new keys and for
-        NOT NULL columns that records leave empty; returns its schema to write with."""
+        NOT NULL columns that records leave empty; returns its schema to write with. A
+        new column's type is the one its key's schema declares (`declared`: key ->
+        Spark type, from the value's Avro schema), else the type of this batch's values."""
+        declared = declared or {}
+
+        def new_column(name, keys, vtype) -> Column:
+            return Column(name, next((declared[k] for k in keys if k in declared),
+                                     column_type_for(vtype)))
+
         p = self.pipeline
         ref = state.ref
         schema = p.tables.schema(state)
@@ -158,22 +168,21 @@ class TableSink:
             else:
                 # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
                 columns = [Column(METADATA_COLUMN, "variant")] if p.config.metadata.all_ else []
-                columns += [Column(name, column_type_for(vtype))
-                            for name, (_keys, vtype) in fields.items()]
+                columns += [new_column(name, keys, vtype) for name, (keys, vtype) in fields.items()]
             tables.create_table(p.spark, ref, columns, evolution=True)
             # The table is what was just created: no need to read it back.
             state.schema, state.schema_read_at = TableSchema(tuple(columns), True), time.time()
             return state.schema
         if not schema.evolution or not p.config.schematization:
             return schema
-        new = [Column(name, column_type_for(vtype)) for name, (_k, vtype) in fields.items()
+        new = [new_column(name, keys, vtype) for name, (keys, vtype) in fields.items()
                if schema.find(name) is None]
         changed = False
         if new:
             tables.add_columns(p.spark, ref, new)
             changed = True
         for column in schema.columns:
-            if column.nullable or column.name == METADATA_COLUMN:
+            if column.nullable or column.name == METADATA_COLUMN or column.default is not None:
                 continue
             keys, _vtype = shaping.field_for(column, fields)
             missing = table_rows.where(f"NOT ({present_sql(keys)})" if keys else "true")

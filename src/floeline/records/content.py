@@ -32,6 +32,10 @@ PARSE_ERROR_ANY_JSON_SQL = PARSE_ERROR_SQL.split(" WHEN left(")[0] + " END"
 
 PARSE_VALUE_SQL = "try_parse_json(CAST(value AS STRING))"
 
+# An empty (or whitespace-only) value is what Kafka Connect's JsonConverter reads as
+# null: a tombstone, as behavior.on.null.values decides, not invalid JSON.
+BLANK_VALUE_SQL = "(length(value) = 0 OR trim(BOTH ' \\t\\r\\n' FROM CAST(value AS STRING)) = '')"
+
 
 def variant_path(key: str) -> str:
     """A variant_get path selecting first-level `key`, as a SQL string literal (None
@@ -163,6 +167,11 @@ def extract_sql(keys: list[str], column_type: str) -> str:
     gets = [f"try_variant_get(v, {variant_path(k)}, {sql_string(column_type)})" if variant_path(k)
             else f"try_cast({key_value_sql(k)} AS {column_type})" for k in keys]
     return gets[0] if len(gets) == 1 else f"coalesce({', '.join(gets)})"
+
+
+def has_key_sql(keys: list[str]) -> str:
+    """TRUE when the record has any of the first-level `keys`, even holding null."""
+    return " OR ".join(f"{key_value_sql(k)} IS NOT NULL" for k in keys)
 
 
 def present_sql(keys: list[str]) -> str:

@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from floeline.errors import ConfigError, RecordError
+from floeline.records.avro_schema import plain_value
+from floeline.records.record import Float32, shortest_float32
 
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
@@ -223,15 +225,21 @@ def parse_json(data: bytes, what: str) -> Any:
         raise ConverterError(f"{what} is not valid JSON: {exc}") from None
 
 
+_JSON_SPACE = b" \t\r\n"
+
+
 class JsonConverter(Converter):
     def __init__(self, schemas_enable: bool):
         self.schemas_enable = schemas_enable
 
     def _convert(self, data: bytes) -> Converted:
-        doc = parse_json(data, self.stage.split()[0])
+        # Jackson reads empty (or whitespace-only) bytes as no JSON at all: without the
+        # envelope that is a null, so an empty value is a tombstone.
+        blank = not data.strip(_JSON_SPACE)
+        doc = None if blank else parse_json(data, self.stage.split()[0])
         if not self.schemas_enable:
             return Converted(doc)
-        if not (isinstance(doc, dict) and set(doc) == {"schema", "payload"}):
+        if blank or not (isinstance(doc, dict) and set(doc) == {"schema", "payload"}):
             raise self.error(
                 'JsonConverter with schemas.enable requires "schema" and "payload" fields and '
                 'may not contain additional fields. If you are trying to deserialize plain JSON '
@@ -287,7 +295,7 @@ def connect_json_value(schema: Any, value: Any, path: str = "payload") -> Any:
         if kind in ("float32", "float64"):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"expected a number, got {type(value).__name__}")
-            return float(value)
+            return Float32(value) if kind == "float32" else float(value)
         if kind == "boolean":
             if not isinstance(value, bool):
                 raise ValueError(f"expected a boolean, got {type(value).__name__}")
@@ -459,6 +467,10 @@ class _RegistryConverter(Converter):
         schema = self._schema(schema_id)
         return Converted(self._decode(schema_id, schema, payload), schema_id)
 
+    def schema_of(self, schema_id: int) -> Any:
+        """The parsed schema of `schema_id` (fetched once per process)."""
+        return self._schema(schema_id)
+
     def _schema(self, schema_id: int) -> Any:
         key = (self.schema_type, schema_id)
         cache = getattr(self.registry, "parsed", None)
@@ -542,7 +554,7 @@ class AvroConverter(_RegistryConverter):
         if left:
             raise self.error(f"corrupt Avro (does not match {self._where(schema_id)}): "
                              f"{left} bytes left over after the record")
-        return _plain_avro(value)
+        return plain_value(schema, value)
 
 
 def _config_avro_schema(settings: Mapping[str, str], which: Which) -> Any:
@@ -577,18 +589,7 @@ class ConfigSchemaAvroConverter(Converter):
         if len(data) - reader.tell():
             raise self.error(f"corrupt Avro (does not match the configured avro.schema): "
                              f"{len(data) - reader.tell()} bytes left over after the record")
-        return Converted(_plain_avro(value))
-
-
-def _plain_avro(value: Any) -> Any:
-    """fastavro's values as record.py's types (UUIDs as text)."""
-    if isinstance(value, dict):
-        return {k: _plain_avro(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain_avro(v) for v in value]
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return value
+        return Converted(plain_value(self.schema, value))
 
 
 # ------------------------------------------------------------------ Protobuf
@@ -726,14 +727,16 @@ def protobuf_to_python(message) -> Any:
     schema: every field by name (proto3 scalars with their defaults; unset message
     fields and unset fields with presence as None), enums by name, repeated as lists,
     maps as dicts; google.protobuf.Timestamp -> datetime UTC, google.type.Date -> date,
-    wrappers -> their value, Struct/Value/ListValue -> their JSON value."""
+    wrappers -> their value, Struct/Value/ListValue -> their JSON value. Numbers as
+    Confluent's converter holds them in Java: uint64/fixed64 in a (signed) long, so
+    2^64-1 is -1; float as a float32 (Float32)."""
     full = message.DESCRIPTOR.full_name
     if full == "google.protobuf.Timestamp":
         return _EPOCH + dt.timedelta(seconds=message.seconds, microseconds=message.nanos // 1000)
     if full == "google.type.Date":
         return dt.date(message.year, message.month, message.day)
     if full in _WRAPPERS:
-        return message.value
+        return _proto_scalar(message.value, message.DESCRIPTOR.fields_by_name["value"])
     if full in ("google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"):
         from google.protobuf import json_format
         return json.loads(json_format.MessageToJson(message))
@@ -767,6 +770,11 @@ def _proto_scalar(value, field) -> Any:
     if field.type == FieldDescriptor.TYPE_ENUM:
         named = field.enum_type.values_by_number.get(value)
         return named.name if named is not None else value
+    if field.type in (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64):
+        # Confluent's converter holds them in a Java long: 2^64-1 is -1
+        return value - (1 << 64) if value >= (1 << 63) else value
+    if field.type == FieldDescriptor.TYPE_FLOAT:
+        return Float32(value)
     return value
 
 
@@ -828,16 +836,6 @@ def to_json_text(value: Any) -> str:
     return "".join(out)
 
 
-def key_text(value: Any) -> str | None:
-    """RECORD_METADATA.key: a string key as it is, bytes as base64, None as None, any
-    other key as its JSON text."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    return to_json_text(value)
-
-
 def _write(value: Any, out: list[str]) -> None:
     if value is None:
         out.append("null")
@@ -890,6 +888,8 @@ def _float_text(value: float) -> str:
         return '"NaN"'
     if math.isinf(value):
         return '"Inf"' if value > 0 else '"-Inf"'
+    if isinstance(value, Float32):  # the fewest digits, as Java's Float.toString
+        return float.__repr__(shortest_float32(value))
     return float.__repr__(value)
 
 

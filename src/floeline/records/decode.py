@@ -5,24 +5,30 @@ converted, transformed records as JSON text, in Python workers over Arrow batche
 Configs whose records are plain JSON with text keys and no transforms never come here
 (`needs_python_decode` is False): the connector keeps its Spark SQL path on the raw
 bytes. Everything else — the Avro / Protobuf / JSON Schema / String / bytes converters,
-the JsonConverter envelope, Kafka Connect transforms — runs per record in Python:
+the JsonConverter envelope, a JSON key, Kafka Connect transforms — runs per record in
+Python, in Kafka Connect's order:
 
-  key bytes   -> key converter    -> Record.key
-  value bytes -> value converter  -> Record.value (+ schema_id)
-  Record      -> transforms (SMTs) -> Record | None (None: dropped by a filter)
-  Record      -> to_json_text / key_text
+  key bytes     -> key converter    -> Record.key
+  value bytes   -> value converter  -> Record.value (+ schema_id)
+  header bytes  -> header converter -> Record.headers (headers.py)
+  Record        -> transforms (SMTs) -> Record | None (None: dropped by a filter)
+  Record        -> to_json_text; RECORD_METADATA's key and headers as JSON
 
 `decode_frame` keeps every input row and every input column unchanged and adds:
 
   _route_topic   string   the route (topic / stream) after transforms (RegexRouter),
                           else the route
-  _key_text      string   the (transformed) key for RECORD_METADATA.key; NULL: no key
+  _key_json      string   the (transformed) key for RECORD_METADATA.key as JSON (a string
+                          key a JSON string, a struct an object); NULL: no key
+  _headers_json  string   the (transformed) headers for RECORD_METADATA.headers as a JSON
+                          object; NULL: no headers
   _value_json    string   the (transformed) value as JSON text; NULL: a tombstone (or a
                           dropped / failed record)
   _schema_id     int      the value's schema registry id, when it had one
   _skip          boolean  dropped by a transform (Filter); not an error
   _decode_error  string   why the record could not be decoded; NULL when fine
-  _decode_stage  string   'key converter' | 'value converter' | 'transform'
+  _decode_stage  string   'key converter' | 'value converter' | 'header converter' |
+                          'transform'
   _error_class   string   the exception's class name (RegistryUnavailable: the schema
                           registry could not be reached, a transient problem)
   _error_trace   string   the last frames of the traceback
@@ -40,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from floeline.errors import ConfigError
 from floeline.records import converters as conv
+from floeline.records.headers import HEADER_STAGE, STRUCTURED_KEY, header_rules, headers_json
 from floeline.records.record import Record
 
 if TYPE_CHECKING:
@@ -49,7 +56,8 @@ if TYPE_CHECKING:
 
 TRANSFORM_STAGE = "transform"
 DECODE_COLUMNS = (
-    ("_route_topic", "string"), ("_key_text", "string"), ("_value_json", "string"),
+    ("_route_topic", "string"), ("_key_json", "string"), ("_headers_json", "string"),
+    ("_value_json", "string"),
     ("_schema_id", "int"), ("_skip", "boolean"), ("_decode_error", "string"),
     ("_decode_stage", "string"), ("_error_class", "string"), ("_error_trace", "string"),
 )
@@ -63,14 +71,13 @@ def has_transforms(settings: Mapping[str, str]) -> bool:
 
 def needs_python_decode(config: ConnectorConfig) -> bool:
     """False when Spark SQL can read the records as they are: the value converter is
-    JSON without the schema envelope (or unset), the key converter is JSON without
-    envelope, String or unset, and there are no transforms."""
+    JSON without the schema envelope (or unset), the key converter is String or unset
+    (RECORD_METADATA.key is the key's text; a JSON key is stored as its JSON value),
+    and there are no transforms."""
     raw = config.raw
     value_plain = (config.value_converter in (None, conv.JSON_CONVERTER)
                    and not conv.json_schemas_enabled(raw, "value"))
-    key_plain = (config.key_converter in (None, conv.STRING_CONVERTER)
-                 or (config.key_converter == conv.JSON_CONVERTER
-                     and not conv.json_schemas_enabled(raw, "key")))
+    key_plain = config.key_converter in (None, conv.STRING_CONVERTER)
     return not (value_plain and key_plain and not has_transforms(raw))
 
 
@@ -98,7 +105,8 @@ def decode_frame(df: DataFrame, config: ConnectorConfig) -> DataFrame:
 
     # only what decoding reads travels to the executors (config.raw also holds secrets)
     settings = {k: v for k, v in config.raw.items()
-                if k.startswith(("key.converter", "value.converter", "transforms", "predicates"))}
+                if k.startswith(("key.converter", "value.converter", "header.converter",
+                                 STRUCTURED_KEY, "transforms", "predicates"))}
     conv.check_converters(settings)
     transform_chain_for(settings)  # config errors surface here, on the driver
     types = {"string": StringType(), "int": IntegerType(), "boolean": BooleanType()}
@@ -113,6 +121,35 @@ def decode_frame(df: DataFrame, config: ConnectorConfig) -> DataFrame:
     return df.mapInArrow(run, schema)
 
 
+def with_converted_headers(df: DataFrame, config: ConnectorConfig, check: str | None) -> DataFrame:
+    """`df` (normalized columns) with `_headers_json` (RECORD_METADATA.headers as JSON
+    text) and `_headers_error` (why the header converter rejected a header), for configs
+    whose values Spark SQL reads (no decode stage). Headers SQL can write as their text
+    are written so; only those `check` (SQL) finds are converted in Python (a UDF over
+    the headers alone); None: all are written as text."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    rules = header_rules(config.raw)
+    if check is None:
+        return df.selectExpr("*", f"{rules.text_headers_json_sql()} AS _headers_json",
+                             "CAST(NULL AS STRING) AS _headers_error")
+    _use_this_python(df.sparkSession)
+
+    def convert(headers):
+        if headers is None:
+            return None
+        return headers_json(rules, [(h["key"], h["value"]) for h in headers])
+
+    udf = F.udf(convert, StructType([StructField("json", StringType()),
+                                     StructField("error", StringType())]), useArrow=True)
+    converted = df.withColumn("_h", udf(F.expr(f"CASE WHEN {check} THEN headers END")))
+    return converted.selectExpr(
+        *df.columns,
+        f"CASE WHEN _h IS NULL THEN {rules.text_headers_json_sql()} ELSE _h.json END AS _headers_json",
+        "_h.error AS _headers_error")
+
+
 def _use_this_python(spark) -> None:
     """Local Spark runs Python workers with $PYSPARK_PYTHON, else `python3` from PATH,
     which may lack floeline and its converters' packages: when PYSPARK_PYTHON is unset
@@ -124,11 +161,12 @@ def _use_this_python(spark) -> None:
 
 
 class RecordDecoder:
-    """Converters and transform chain of one connector, built once per task."""
+    """Converters, header rules and transform chain of one connector, built once per task."""
 
     def __init__(self, settings: Mapping[str, str], registry=None):
         self.key = conv.converter_for(settings, "key", registry)
         self.value = conv.converter_for(settings, "value", registry)
+        self.headers = header_rules(settings)
         self.chain = transform_chain_for(settings)
 
     def decode(self, topic: str, partition: int, offset: int, timestamp_ms: int | None,
@@ -142,25 +180,30 @@ class RecordDecoder:
             stage = conv.VALUE_STAGE
             converted = self.value.convert(value)
             schema_id = converted.schema_id
+            stage = HEADER_STAGE
+            converted_headers = [(name, self.headers.convert(name, data)) for name, data in headers]
             record = Record(topic, partition, offset, timestamp_ms, timestamp_type,
-                            key=key_value, value=converted.value, headers=headers,
+                            key=key_value, value=converted.value, headers=converted_headers,
                             schema_id=schema_id)
             if self.chain is not None:
                 stage = TRANSFORM_STAGE
                 out = self.chain.apply(record)
                 if out is None:
-                    return (topic, None, None, schema_id, True, None, None, None, None)
+                    return (topic, None, None, None, schema_id, True, None, None, None, None)
                 record = out
             stage = conv.VALUE_STAGE  # rendering the value as JSON text
             value_json = None if record.value is None else conv.to_json_text(record.value)
             stage = conv.KEY_STAGE
-            return (record.topic, conv.key_text(record.key), value_json, schema_id, False,
+            key_json = None if record.key is None else conv.to_json_text(record.key)
+            stage = HEADER_STAGE
+            headers_json = self.headers.render(record.headers)
+            return (record.topic, key_json, headers_json, value_json, schema_id, False,
                     None, None, None, None)
         except Exception as exc:  # noqa: BLE001 - every record error is reported in its row
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             stage = getattr(exc, "stage", None) or stage
             trace = "".join(traceback.format_exception(exc, limit=-_TRACE_FRAMES))
-            return (topic, None, None, schema_id, False, reason, stage, type(exc).__name__,
+            return (topic, None, None, None, schema_id, False, reason, stage, type(exc).__name__,
                     trace[-_TRACE_CHARS:])
 
 

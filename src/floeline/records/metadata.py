@@ -47,8 +47,12 @@ def _object_sql(options: list[list[tuple[str | None, str]]]) -> str:
     return "CASE " + " ".join(branches) + " END"
 
 
-def kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str) -> str:
-    """RECORD_METADATA of a Kafka record (NULL when snowflake.metadata.all=false)."""
+def kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, key_json: str | None = None,
+                       headers_json: str | None = None) -> str:
+    """RECORD_METADATA of a Kafka record (NULL when snowflake.metadata.all=false).
+    `key_json` / `headers_json` name columns holding the key / the headers as JSON text
+    (converted in Python: a JSON or Avro key as its object, headers by header.converter);
+    without them the key and the header values are their UTF-8 text."""
     if not flags.all_:
         return "CAST(NULL AS VARIANT)"
     base = []
@@ -65,10 +69,17 @@ def kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str) -> str:
         times = [(None, "true")]
     push = (f"'SnowflakeConnectorPushTime', {_push_sql(push_time_ms)}"
             if flags.connector_push_time else None)
-    key = [("'key', CAST(key AS STRING)", "key IS NOT NULL"), (None, "key IS NULL")]
-    headers = [("'headers', map_from_entries(transform(headers, "
-                "h -> struct(h.key, CAST(h.value AS STRING))))", "coalesce(size(headers), 0) > 0"),
-               (None, "coalesce(size(headers), 0) = 0")]
+    if key_json:
+        key = [(f"'key', parse_json({key_json})", f"{key_json} IS NOT NULL"), (None, f"{key_json} IS NULL")]
+    else:
+        key = [("'key', CAST(key AS STRING)", "key IS NOT NULL"), (None, "key IS NULL")]
+    if headers_json:
+        headers = [(f"'headers', parse_json({headers_json})", f"{headers_json} IS NOT NULL"),
+                   (None, f"{headers_json} IS NULL")]
+    else:
+        headers = [("'headers', map_from_entries(transform(headers, "
+                    "h -> struct(h.key, CAST(h.value AS STRING))))", "coalesce(size(headers), 0) > 0"),
+                   (None, "coalesce(size(headers), 0) = 0")]
     # Field order as Snowflake's: coordinates, time, push time, key, headers.
     options = [[(_join(*base, time_field), condition) for time_field, condition in times]]
     if push:

@@ -2,12 +2,15 @@
 shape Kafka Connect's converters produce and its transforms (SMTs) consume.
 
 Values are schemaless Python objects: dict (struct or map), list, str, int, float,
-bool, None, bytes, decimal.Decimal, datetime.date/datetime.datetime (UTC). The
+bool, None, bytes, decimal.Decimal, datetime.date/datetime.datetime (UTC), and
+Float32 for a 32-bit float (Connect FLOAT32) whose value is a double. The
 spec's conversion rules turn them into JSON text only at the end (converters.py),
 so transforms see the same types Kafka Connect's would."""
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -21,9 +24,36 @@ class Record:
     timestamp_type: int  # 0 CreateTime, 1 LogAppendTime, -1 none
     key: Any = None
     value: Any = None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    # (name, value) in order; each value as the header converter gave it (header_values.py)
+    headers: list[tuple[str, Any]] = field(default_factory=list)
     schema_id: int | None = None  # the value's schema registry id, when it had one
 
     def with_(self, **changes) -> "Record":
         """A copy with some fields changed (transforms never mutate their input)."""
         return replace(self, **changes)
+
+
+class Float32(float):
+    """A 32-bit float (Avro `float`, Protobuf `float`, Connect FLOAT32). Kafka Connect
+    hands these on as Java floats, which print with float32 precision (4321.432, not
+    the double 4321.43212890625 of the same bits); to_json_text does the same."""
+
+    def __new__(cls, value: float) -> "Float32":
+        return super().__new__(cls, round_to_float32(value))
+
+
+def round_to_float32(value: float) -> float:
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:  # beyond float32's range: Java's (float) gives an infinity
+        return math.copysign(math.inf, value)
+
+
+def shortest_float32(value: float) -> float:
+    """The double with the fewest digits that reads back as the float32 `value`: what
+    Java's Float.toString prints."""
+    for digits in range(1, 10):
+        shortest = float(f"{value:.{digits}g}")
+        if round_to_float32(shortest) == value:
+            return shortest
+    return value

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from floeline.naming import column_name_for_key
 from floeline.records.content import (
-    conversion_error_sql, conversion_is_safe, extract_sql, parse_object_schema, sql_string)
+    conversion_error_sql, conversion_is_safe, extract_sql, has_key_sql, parse_object_schema,
+    sql_string)
 from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
 
 CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
@@ -46,17 +47,30 @@ def field_for(column: Column, fields) -> tuple[list[str], str]:
 def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True):
     """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
     a conversion failure when some column can fail. Values are extracted in one
-    projection and checked in the next, so each is computed once."""
+    projection and checked in the next, so each is computed once. A column no record
+    of the batch has a key for is left out (no `_c<i>`): Delta writes NULL, the
+    column's DEFAULT or its next AUTOINCREMENT value there; a record without the key
+    of a DEFAULT column gets the default (one whose key holds null gets NULL)."""
     values, errors = [], []
     for i, column in enumerate(schema.columns):
         ref = f"_c{i}"
         keys, batch_type = field_for(column, fields)
+        if not keys and (column.nullable or column.default is not None) and not (
+                column.name.upper() == METADATA_COLUMN
+                or (column.name.upper() == CONTENT_COLUMN and not schematization)):
+            continue
         if column.name.upper() == METADATA_COLUMN and not keys:
             values.append(f"CAST(_meta AS {column.type}) AS {ref}" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type}) AS {ref}")
         elif column.name.upper() == CONTENT_COLUMN and not schematization:
             # A tombstone kept by behavior.on.null.values=DEFAULT is an empty object.
             values.append(f"CASE WHEN _tombstone THEN parse_json('{{}}') ELSE v END AS {ref}")
+        elif keys and column.default is not None:  # as COPY's MATCH_BY_COLUMN_NAME: a
+            # missing key takes the default, a key holding null is NULL
+            values.append(f"CASE WHEN {has_key_sql(keys)} THEN {extract_sql(keys, column.type)} "
+                          f"ELSE CAST(({column.default}) AS {column.type}) END AS {ref}")
+            if not conversion_is_safe(batch_type, column.type):
+                errors.append(conversion_error_sql(column.name, ref, keys, column.type))
         elif keys:
             values.append(f"{extract_sql(keys, column.type)} AS {ref}")
             # Checked per row only when this batch holds values that may not convert.

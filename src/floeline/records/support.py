@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from floeline.records.converters import check_converters
 from floeline.records.decode import transform_chain_for
+from floeline.records.headers import header_rules
 
 
 def check_supported(config) -> None:
-    """Raise ConfigError naming every converter / transform setting that is wrong."""
+    """Raise ConfigError naming every converter / header converter / transform setting
+    that is wrong."""
     check_converters(config.raw)
+    header_rules(config.raw)
     transform_chain_for(config.raw)

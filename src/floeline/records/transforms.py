@@ -942,12 +942,12 @@ class DropHeaders:
 
 
 class InsertHeader:
-    """Add a header with a literal value (UTF-8 bytes)."""
+    """Add a header with a literal value: the text, which Kafka Connect parses as its
+    SimpleHeaderConverter does whatever the header converter (headers.py)."""
 
     def __init__(self, opts):
         self.name = opts.string("header")
-        literal = opts.string("value.literal")
-        self.value = literal.encode("utf-8") if literal is not None else None
+        self.value = opts.string("value.literal")
 
     def apply(self, record):
         return record.with_(headers=[*record.headers, (self.name, self.value)])

@@ -118,6 +118,7 @@ class Source(Protocol):
     """A source of records for the shared pipeline (see the module docstring)."""
 
     kind: str  # "kafka", "kinesis", ...
+    has_headers: bool  # whether records carry headers (the header converter applies)
 
     def channels(self) -> list[Channel]:
         """The channels the source reads now (Kafka: every partition of the topics)."""
@@ -142,8 +143,10 @@ class Source(Protocol):
     def start_of_first_batch(self) -> BatchEnd | None:
         """Where the query's first batch starts (the resolved start positions)."""
 
-    def metadata_sql(self, flags, push_time_sql: str) -> str:
-        """SQL over the normalized columns: RECORD_METADATA as a VARIANT."""
+    def metadata_sql(self, flags, push_time_sql: str, key_json: str | None = None,
+                     headers_json: str | None = None) -> str:
+        """SQL over the normalized columns: RECORD_METADATA as a VARIANT. `key_json` /
+        `headers_json`: columns holding the converted key / headers as JSON text."""
 
     def describe(self, source_fields: dict) -> str:
         """A record's coordinates for messages: `topic=orders partition=0 offset=5`."""

@@ -54,6 +54,7 @@ def table_name_for_stream(stream: str) -> str:
 
 class KinesisSource:
     kind = "kinesis"
+    has_headers = False
 
     def __init__(self, config, worker_id: str | None = None):
         self.config = config
@@ -186,7 +187,8 @@ class KinesisSource:
     def start_of_first_batch(self) -> BatchEnd | None:
         return self._first
 
-    def metadata_sql(self, flags, push_time_sql) -> str:
+    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None) -> str:
+        # the partition key is text and Kinesis records have no headers
         return kinesis_metadata_sql(flags, push_time_sql)
 
     def describe(self, fields: dict) -> str:

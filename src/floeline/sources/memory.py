@@ -96,6 +96,7 @@ def _b64(value) -> str | None:
 
 class MemorySource:
     kind = "memory"
+    has_headers = False
 
     def __init__(self, config, log: MemoryLog):
         self.config, self.log = config, log
@@ -131,7 +132,7 @@ class MemorySource:
     def start_of_first_batch(self) -> BatchEnd | None:
         return self._first
 
-    def metadata_sql(self, flags, push_time_sql) -> str:
+    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None) -> str:
         if not flags.all_:
             return "CAST(NULL AS VARIANT)"
         return "to_variant_object(named_struct('channel', channel, 'position', position))"

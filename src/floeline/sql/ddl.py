@@ -34,6 +34,23 @@ def is_ddl(parsed: Parsed) -> bool:
         isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Table))
 
 
+def _identity(name: str, constraint) -> tuple[int, int]:
+    """(start, step) of AUTOINCREMENT / IDENTITY [(start, step) | START s INCREMENT i];
+    Snowflake's default is (1, 1). ORDER / NOORDER are accepted: Delta's identity values
+    are unique and grow with each write, with gaps, as NOORDER's are."""
+    values = []
+    for arg, default in (("start", 1), ("increment", 1)):
+        literal = constraint.args.get(arg)
+        try:
+            values.append(default if literal is None else int(literal.sql("snowflake")))
+        except ValueError:
+            raise SqlError(f"column {name}: AUTOINCREMENT {arg} must be an integer, not "
+                           f"{literal.sql('snowflake')}") from None
+    if values[1] == 0:
+        raise SqlError(f"column {name}: AUTOINCREMENT increment cannot be 0")
+    return values[0], values[1]
+
+
 class Ddl:
     """Runs DDL statements against one warehouse."""
 
@@ -108,7 +125,8 @@ class Ddl:
         for definition in schema.expressions:
             if not isinstance(definition, exp.ColumnDef):
                 raise SqlError(f"unsupported table element {definition.sql('snowflake')!r}: "
-                               f"only column definitions (name TYPE [NOT NULL])")
+                               f"only column definitions (name TYPE [NOT NULL] [DEFAULT expr | "
+                               f"AUTOINCREMENT])")
             out.append(self.column(definition))
             if out[-1].name in seen:
                 raise SqlError(f"column {out[-1].name} is defined twice")
@@ -124,16 +142,29 @@ class Ddl:
             kind = spark_type(definition.args["kind"])
         except SqlError as exc:
             raise SqlError(f"column {name}: {exc}") from None
-        nullable = True
+        nullable, default, identity = True, None, None
         for constraint in definition.args.get("constraints") or []:
             if isinstance(constraint.kind, exp.NotNullColumnConstraint):
                 nullable = bool(constraint.kind.args.get("allow_null"))
             elif isinstance(constraint.kind, exp.CommentColumnConstraint):
                 continue
+            elif isinstance(constraint.kind, exp.DefaultColumnConstraint):
+                # Snowflake's expression in Spark SQL (Delta checks it when the table is made)
+                default = constraint.kind.this.sql(dialect="spark")
+            elif isinstance(constraint.kind, (exp.AutoIncrementColumnConstraint,
+                                              exp.GeneratedAsIdentityColumnConstraint)):
+                identity = _identity(name, constraint.kind)
             else:
                 raise SqlError(f"column {name}: constraint {constraint.sql('snowflake')!r} is not "
-                               f"supported (only NOT NULL and COMMENT)")
-        return Column(name, kind, nullable)
+                               f"supported (NOT NULL, DEFAULT, AUTOINCREMENT / IDENTITY, COMMENT)")
+        if identity is not None:
+            if default is not None:
+                raise SqlError(f"column {name} cannot have both DEFAULT and AUTOINCREMENT")
+            if not kind.startswith("decimal(") or not kind.endswith(",0)"):
+                raise SqlError(f"column {name}: AUTOINCREMENT / IDENTITY needs an integer type "
+                               f"(NUMBER, INT, ...), not {snowflake_type(kind)}")
+            kind = "bigint"  # Delta's identity columns are LONG
+        return Column(name, kind, nullable, default, identity)
 
     @staticmethod
     def evolution(properties: exp.Properties | None) -> tuple[bool | None, bool]:
@@ -249,6 +280,10 @@ class Ddl:
             if not column.nullable:
                 raise SqlError(f"column {column.name}: a column added to an existing table cannot be "
                                f"NOT NULL (its existing rows have no value)")
+            if column.default is not None or column.identity is not None:
+                raise SqlError(f"column {column.name}: a column added to an existing table cannot "
+                               f"have DEFAULT or AUTOINCREMENT (Delta would not fill its existing "
+                               f"rows); create the table with it (CREATE OR REPLACE TABLE)")
             new.append(column)
             names.add(column.name)
         if new:
@@ -269,9 +304,10 @@ class Ddl:
     def describe_table(self, tree: exp.Describe):
         ref = self.need(table_name(tree.this))
         schema = tables.read_schema(self.spark, ref)
-        rows = [(c.name, snowflake_type(c.type), "COLUMN", "Y" if c.nullable else "N")
+        rows = [(c.name, snowflake_type(c.type), "COLUMN", "Y" if c.nullable else "N", c.default)
                 for c in schema.columns]
-        return self.spark.createDataFrame(rows, "name string, type string, kind string, `null?` string")
+        return self.spark.createDataFrame(
+            rows, "name string, type string, kind string, `null?` string, default string")
 
     # ---- pipes ------------------------------------------------------------------
 
