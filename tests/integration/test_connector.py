@@ -4,6 +4,7 @@ connector, query the Delta table."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -70,6 +71,28 @@ def test_precreated_table_matches_keys_case_insensitively(kafka, topic_name, mak
     rows = sorted((int(r["order_id"]), r["customer_name"], int(r["order_total"]), r["ispaid"])
                   for r in df.collect())
     assert rows == [(7, "John", 100, True), (12345, "John", 100, True)]
+
+
+def test_4x_connector_keeps_topic_case_and_reads_quoted_keys_as_identifiers(
+        kafka, topic_name, make_config, run_connector, read_table, spark, warehouse):
+    """connector.class of the 4.x connector: table-name sanitization is off by default,
+    so topic `et_...` writes to the user's "et_..." table, not ET_...; with column
+    identifier normalization on (its v3-compatibility mode) a key written with its
+    quotes names the case-sensitive column, an unquoted key the uppercase one."""
+    from floeline.sql.script import run_script
+    from floeline.warehouse.catalog import Warehouse
+
+    topic = topic_name("et")
+    devkafka.create_topic(kafka, topic)
+    run_script(spark, f'CREATE TABLE "{topic}" (RECORD_METADATA VARIANT, ID NUMBER, "city" VARCHAR)',
+               Warehouse(warehouse))
+    produce(kafka, topic, [{"id": 0, '"city"': "Oslo"}, {"id": 1, '"city"': "Bergen"}])
+    run_connector(make_config(
+        topics=topic, connector__class="com.snowflake.kafka.connector.SnowflakeStreamingSinkConnector",
+        snowflake__compatibility__enable__column__identifier__normalization="true"))
+    rows = sorted((int(r["ID"]), r["city"]) for r in read_table(topic).collect())
+    assert rows == [(0, "Oslo"), (1, "Bergen")]
+    assert not os.path.exists(os.path.join(warehouse, "FLOELINE", "PUBLIC", topic.upper()))
 
 
 def test_evolution_adds_a_column_mid_stream_and_drops_not_null(kafka, topic_name, make_config,

@@ -56,6 +56,13 @@ def test_general_path_is_needed_for():
     assert fastpath.typed_plan(strict, frozenset({"n"})) is None
 
 
+def test_normalized_keys_match_columns_exactly():
+    # column identifier normalization: "city" (quoted) -> city, id -> ID
+    table = TableSchema((Column("ID", "decimal(38,0)"), Column("city", "string")), False)
+    plan = fastpath.typed_plan(table, frozenset({"id", '"city"'}), normalize=True)
+    assert plan.columns[1].startswith('j.`"city"` AS `city`')
+
+
 def test_not_null_columns_are_checked_per_record():
     strict = TableSchema((Column("ID", "decimal(38,0)", nullable=False),), False)
     plan = fastpath.typed_plan(strict, frozenset({"id", "ignored_with_evolution_off"}))

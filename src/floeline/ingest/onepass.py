@@ -34,7 +34,7 @@ from floeline import jvm
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.table_sink import first_lines
 from floeline.jvm import known_keys_function
-from floeline.naming import column_name_for_key
+from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import shaping
 from floeline.records.content import PARSE_VALUE_SQL, quote_column, sql_string
 from floeline.sources.base import BatchEnd, position_after
@@ -65,17 +65,21 @@ class TypedPlan:
     known_keys: frozenset[str]  # for the check function, registered before the write (jvm.py)
 
 
-def typed_plan(schema: TableSchema, known_keys: frozenset[str]) -> TypedPlan | None:
+def typed_plan(schema: TableSchema, known_keys: frozenset[str],
+               normalize: bool = False) -> TypedPlan | None:
     """A one-pass plan for a table whose records have only `known_keys`, or None when
-    some column needs the general path (two keys for one column, other types)."""
+    some column needs the general path (two keys for one column, other types).
+    `normalize`: how keys name columns (naming.column_name_for_key)."""
     by_column: dict[str, list[str]] = {}
     for key in known_keys:
-        by_column.setdefault(column_name_for_key(key).upper(), []).append(key)
-    if not schema.columns or (schema.evolution and any(schema.find(n) is None for n in by_column)):
+        name = column_name_for_key(key, normalize)
+        by_column.setdefault(column_match_key(name, normalize), []).append(key)
+    if not schema.columns or (schema.evolution and any(
+            schema.find(n, exact=normalize) is None for n in by_column)):
         return None  # a key without a column: the general path adds the column
     fields, values, not_null = [], [], []
     for column in schema.columns:
-        keys = by_column.get(column.name.upper(), [])
+        keys = by_column.get(column_match_key(column.name, normalize), [])
         if column.name.upper() == METADATA_COLUMN and not keys:
             values.append("CAST(_meta AS variant)" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type})")
@@ -167,7 +171,7 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     elif not state.one_pass_ready:
         return None
     schema = pipeline.tables.schema(state)
-    plan = typed_plan(schema, state.known_keys) if schema else None
+    plan = typed_plan(schema, state.known_keys, cfg.column_normalization) if schema else None
     if plan is None:
         return None
     report = BatchReport(batch_id)
@@ -223,7 +227,7 @@ def _learn_from_sample(pipeline, state, df) -> bool:
         f"{PARSE_VALUE_SQL} AS v").where("v IS NOT NULL").persist()
     try:
         merged = sample.selectExpr("schema_of_variant_agg(v) AS s").first()["s"] or ""
-        fields = shaping.fields_of(merged)
+        fields = shaping.fields_of(merged, pipeline.config.column_normalization)
         if not fields or "" in fields:
             return False
         pipeline.sink.prepare(state, sample, fields)

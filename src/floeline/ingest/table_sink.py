@@ -59,7 +59,8 @@ class TableSink:
             fields = {}
             shaped = shaping.pipe_rows(schema, table_rows, pipe)
         else:
-            fields = self.record_fields(table_rows, channels) if cfg.schematization else {}
+            fields = (self.record_fields(table_rows, channels, cfg.column_normalization)
+                      if cfg.schematization else {})
             if "" in fields:  # no column can be named by an empty key
                 table_rows = table_rows.selectExpr("*", (
                     "CASE WHEN try_variant_get(v, '$[\"\"]', 'variant') IS NOT NULL THEN 'the record "
@@ -72,7 +73,8 @@ class TableSink:
             phase("keys")
             schema = self.prepare(state, table_rows, fields)
             phase("table")
-            shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization)
+            shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization,
+                                               cfg.column_normalization)
         columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)]
         row_stage = "'pipe expression'" if pipe is not None else "'table write'"
         can_fail = "_row_error" in shaped.columns
@@ -151,6 +153,7 @@ class TableSink:
         NOT NULL columns that records leave empty; returns its schema to write with."""
         p = self.pipeline
         ref = state.ref
+        normalize = p.config.column_normalization
         schema = p.tables.schema(state)
         if schema is None:
             if not p.config.schematization:
@@ -167,7 +170,7 @@ class TableSink:
         if not schema.evolution or not p.config.schematization:
             return schema
         new = [Column(name, column_type_for(vtype)) for name, (_k, vtype) in fields.items()
-               if schema.find(name) is None]
+               if schema.find(name, exact=normalize) is None]
         changed = False
         if new:
             tables.add_columns(p.spark, ref, new)
@@ -175,7 +178,7 @@ class TableSink:
         for column in schema.columns:
             if column.nullable or column.name == METADATA_COLUMN:
                 continue
-            keys, _vtype = shaping.field_for(column, fields)
+            keys, _vtype = shaping.field_for(column, fields, normalize)
             missing = table_rows.where(f"NOT ({present_sql(keys)})" if keys else "true")
             if missing.limit(1).count():
                 tables.drop_not_null(p.spark, ref, column.name)
@@ -183,7 +186,7 @@ class TableSink:
         return p.tables.schema(state, refresh=True) if changed else schema
 
     @staticmethod
-    def record_fields(table_rows, channels: dict) -> dict[str, tuple[list[str], str]]:
+    def record_fields(table_rows, channels: dict, normalize: bool) -> dict[str, tuple[list[str], str]]:
         """Column name -> (the JSON keys that map to it, their merged variant type). The
         batch's stats pass already merged each channel's keys; only when the table's
         channels disagree are they merged again over the table's rows."""
@@ -195,7 +198,7 @@ class TableSink:
             result = table_rows.where(valid).selectExpr(
                 "schema_of_variant_agg(v) AS s").first()
             merged = result["s"] if result and result["s"] else ""
-        return shaping.fields_of(merged)
+        return shaping.fields_of(merged, normalize)
 
 
 def first_lines(message: str, n: int = 6) -> str:

@@ -7,7 +7,7 @@ connector decides what to do with the rows."""
 
 from __future__ import annotations
 
-from floeline.naming import column_name_for_key
+from floeline.naming import column_match_key, column_name_for_key
 from floeline.records.content import (
     conversion_error_sql, conversion_is_safe, extract_sql, parse_object_schema, sql_string)
 from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
@@ -17,16 +17,18 @@ CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematizat
 _SOURCE = ("channel", "position", "timestamp", "headers", "source", "_error_class")
 
 
-def fields_of(merged_schema: str) -> dict[str, tuple[list[str], str]]:
+def fields_of(merged_schema: str, normalize: bool = False) -> dict[str, tuple[list[str], str]]:
     """Column name -> (the JSON keys that map to it, their variant type), from a
-    schema_of_variant(_agg) result; keys differing only in case share a column."""
+    schema_of_variant(_agg) result; keys naming one column (differing only in case,
+    or `c` and `C` when keys are normalized) share it. `normalize`: see
+    naming.column_name_for_key."""
     fields: dict[str, tuple[list[str], str]] = {}
-    upper_index: dict[str, str] = {}
+    index: dict[str, str] = {}
     for key, vtype in parse_object_schema(merged_schema):
-        name = column_name_for_key(key)
-        existing = upper_index.get(name.upper())
+        name = column_name_for_key(key, normalize)
+        existing = index.get(column_match_key(name, normalize))
         if existing is None:
-            upper_index[name.upper()] = name
+            index[column_match_key(name, normalize)] = name
             fields[name] = ([key], vtype)
         else:
             keys, old = fields[existing]
@@ -34,23 +36,26 @@ def fields_of(merged_schema: str) -> dict[str, tuple[list[str], str]]:
     return fields
 
 
-def field_for(column: Column, fields) -> tuple[list[str], str]:
-    """The JSON keys matching `column` (case-insensitively) and their batch type."""
+def field_for(column: Column, fields, normalize: bool = False) -> tuple[list[str], str]:
+    """The JSON keys matching `column` (case-insensitively, or exactly when keys are
+    normalized) and their batch type."""
+    wanted = column_match_key(column.name, normalize)
     for name, field in fields.items():
-        if name.upper() == column.name.upper():
+        if column_match_key(name, normalize) == wanted:
             return field
     return [], "VOID"
 
 
 
-def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True):
+def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True,
+                      normalize: bool = False):
     """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
     a conversion failure when some column can fail. Values are extracted in one
     projection and checked in the next, so each is computed once."""
     values, errors = [], []
     for i, column in enumerate(schema.columns):
         ref = f"_c{i}"
-        keys, batch_type = field_for(column, fields)
+        keys, batch_type = field_for(column, fields, normalize)
         if column.name.upper() == METADATA_COLUMN and not keys:
             values.append(f"CAST(_meta AS {column.type}) AS {ref}" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type}) AS {ref}")

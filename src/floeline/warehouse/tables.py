@@ -38,11 +38,11 @@ class TableSchema:
     columns: tuple[Column, ...]
     evolution: bool
 
-    def find(self, name: str) -> Column | None:
-        """The column matching `name` case-insensitively (Snowflake's default pipe rule)."""
-        upper = name.upper()
+    def find(self, name: str, exact: bool = False) -> Column | None:
+        """The column matching `name` case-insensitively (Snowflake's default pipe rule),
+        or exactly (keys normalized as SQL identifiers)."""
         for column in self.columns:
-            if column.name.upper() == upper:
+            if column.name == name or (not exact and column.name.upper() == name.upper()):
                 return column
         return None
 
