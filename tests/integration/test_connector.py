@@ -64,7 +64,7 @@ def test_precreated_table_matches_keys_case_insensitively(kafka, topic_name, mak
     path = f"{warehouse}/FLOELINE/PUBLIC/ORDERS_PRE"
     spark.sql(f"CREATE TABLE delta.`{path}` (record_metadata VARIANT, order_id DECIMAL(38,0), "
               f"customer_name STRING, order_total DECIMAL(38,0), ispaid BOOLEAN) USING delta")
-    produce(kafka, topic, [ORDER, dict(ORDER, extra_key="ignored", Order_Id=7)])
+    produce(kafka, topic, [ORDER, dict(ORDER, Order_Id=7)])
     run_connector(make_config(topics=topic, snowflake__topic2table__map=f"{topic}:ORDERS_PRE"))
     df = read_table("ORDERS_PRE")
     assert df.columns == ["record_metadata", "order_id", "customer_name", "order_total", "ispaid"]
@@ -117,17 +117,30 @@ def test_evolution_adds_a_column_mid_stream_and_drops_not_null(kafka, topic_name
     assert rows == [(-1, "no a"), (1, None), (2, "new")]
 
 
-def test_evolution_off_ignores_unmatched_keys(kafka, topic_name, make_config, run_connector,
-                                              read_table, spark, warehouse):
+def test_evolution_off_rejects_unmatched_keys_and_keeps_evolved_columns(
+        kafka, topic_name, make_config, run_connector, read_table, spark, warehouse):
+    """ENABLE_SCHEMA_EVOLUTION=FALSE: a record with a key that has no column goes to the
+    error table (never trimmed silently); columns added while evolution was on stay."""
+    from floeline.sql.script import run_script
+    from floeline.warehouse.catalog import Warehouse
+
     topic = topic_name("noevo")
     devkafka.create_topic(kafka, topic)
-    path = f"{warehouse}/FLOELINE/PUBLIC/{topic.upper()}"
-    spark.sql(f"CREATE TABLE delta.`{path}` (A BIGINT) USING delta "
-              f"TBLPROPERTIES ('floeline.enableSchemaEvolution'='false')")
+    config = make_config(topics=topic, errors__tolerance="all")
     produce(kafka, topic, [{"a": 1, "b": 2}])
-    run_connector(make_config(topics=topic))
+    run_connector(config)  # the connector's table: evolution on, B added
+    run_script(spark, f"ALTER TABLE {topic.upper()} SET ENABLE_SCHEMA_EVOLUTION = FALSE",
+               Warehouse(warehouse))
+    produce(kafka, topic, [{"a": 3, "b": 4}, {"a": 5, "c": None}, {"a": 7}])
+    run_connector(config)
     df = read_table(topic.upper())
-    assert df.columns == ["A"] and [r["A"] for r in df.collect()] == [1]
+    assert df.columns == ["RECORD_METADATA", "A", "B"]
+    rows = sorted((int(r["A"]), r["B"] and int(r["B"])) for r in df.collect())
+    assert rows == [(1, 2), (3, 4), (7, None)]
+    (error,) = read_table(topic.upper() + "_ERRORS").collect()
+    assert error["RECORD_POSITION"] == "2"
+    assert (f"record key 'c' matches no column of table FLOELINE.PUBLIC.{topic.upper()}: schema "
+            f"evolution is off (ENABLE_SCHEMA_EVOLUTION = FALSE)") in error["ERROR"]
 
 
 def test_special_character_columns(kafka, topic_name, make_config, run_connector, read_table,

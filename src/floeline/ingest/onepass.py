@@ -74,9 +74,8 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
     for key in known_keys:
         name = column_name_for_key(key, normalize)
         by_column.setdefault(column_match_key(name, normalize), []).append(key)
-    if not schema.columns or (schema.evolution and any(
-            schema.find(n, exact=normalize) is None for n in by_column)):
-        return None  # a key without a column: the general path adds the column
+    if not schema.columns or any(schema.find(n, exact=normalize) is None for n in by_column):
+        return None  # a key without a column: the general path adds it or rejects the record
     fields, values, not_null = [], [], []
     for column in schema.columns:
         keys = by_column.get(column_match_key(column.name, normalize), [])

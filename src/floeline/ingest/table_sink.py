@@ -15,6 +15,7 @@ from floeline.errors import TableError
 from floeline.ingest.bad_records import committed_filter_sql
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.table_state import TableState
+from floeline.naming import display_identifier
 from floeline.records import shaping
 from floeline.records.content import column_type_for, present_sql, quote_column
 from floeline.sources.base import Committed
@@ -74,7 +75,7 @@ class TableSink:
             schema = self.prepare(state, table_rows, fields)
             phase("table")
             shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization,
-                                               cfg.column_normalization)
+                                               cfg.column_normalization, display_name(ref))
         columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)]
         row_stage = "'pipe expression'" if pipe is not None else "'table write'"
         can_fail = "_row_error" in shaped.columns
@@ -161,16 +162,15 @@ class TableSink:
             else:
                 # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
                 columns = [Column(METADATA_COLUMN, "variant")] if p.config.metadata.all_ else []
-                columns += [Column(name, column_type_for(vtype))
-                            for name, (_keys, vtype) in fields.items()]
+                columns += _addable(fields, columns)
             tables.create_table(p.spark, ref, columns, evolution=True)
             # The table is what was just created: no need to read it back.
             state.schema, state.schema_read_at = TableSchema(tuple(columns), True), time.time()
             return state.schema
         if not schema.evolution or not p.config.schematization:
             return schema
-        new = [Column(name, column_type_for(vtype)) for name, (_k, vtype) in fields.items()
-               if schema.find(name, exact=normalize) is None]
+        new = _addable({name: field for name, field in fields.items()
+                        if schema.find(name, exact=normalize) is None}, schema.columns)
         changed = False
         if new:
             tables.add_columns(p.spark, ref, new)
@@ -199,6 +199,23 @@ class TableSink:
                 "schema_of_variant_agg(v) AS s").first()
             merged = result["s"] if result and result["s"] else ""
         return shaping.fields_of(merged, normalize)
+
+
+def _addable(fields, existing) -> list[Column]:
+    """Columns for `fields`, leaving out any whose name differs from a column's only in
+    case: Delta cannot hold both (its records become row errors, see shaping)."""
+    taken = {c.name.upper() for c in existing}
+    new = []
+    for name, (_keys, vtype) in fields.items():
+        if name.upper() not in taken:
+            taken.add(name.upper())
+            new.append(Column(name, column_type_for(vtype)))
+    return new
+
+
+def display_name(ref) -> str:
+    """DB.SCHEMA.TABLE as SQL writes it (quoted parts where needed), for messages."""
+    return ".".join(display_identifier(p) for p in (ref.database, ref.schema, ref.name))
 
 
 def first_lines(message: str, n: int = 6) -> str:

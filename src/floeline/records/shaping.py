@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records.content import (
-    conversion_error_sql, conversion_is_safe, extract_sql, parse_object_schema, sql_string)
+    conversion_error_sql, conversion_is_safe, extract_sql, key_value_sql, parse_object_schema,
+    sql_string)
 from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
 
 CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
@@ -47,12 +48,40 @@ def field_for(column: Column, fields, normalize: bool = False) -> tuple[list[str
 
 
 
+def unmatched_keys(schema: TableSchema, fields, normalize: bool = False) -> list[str]:
+    """The batch's keys that name no column of the table (schema evolution is off, or
+    their column cannot be added beside one that differs only in case)."""
+    return [key for name, (keys, _type) in fields.items()
+            if schema.find(name, exact=normalize) is None for key in keys]
+
+
+def unmatched_keys_error_sql(keys: list[str], evolution: bool, table: str) -> str:
+    """The row error of a record holding any of `keys` (even as null), as Snowflake's
+    connector rejects a record with a key that has no column; None-free SQL."""
+    held = ", ".join(f"CASE WHEN {key_value_sql(k)} IS NOT NULL THEN {sql_string(repr(k))} END"
+                     for k in keys)
+    if evolution:
+        why = (f"a column named like it but for case exists, and Delta column names are "
+               f"case-insensitive: rename the key (ReplaceField transform) or the column")
+    else:
+        why = (f"schema evolution is off (ENABLE_SCHEMA_EVOLUTION = FALSE): add the column "
+               f"(ALTER TABLE {table} ADD COLUMN ...) or ALTER TABLE {table} SET "
+               f"ENABLE_SCHEMA_EVOLUTION = TRUE")
+    return (f"CASE WHEN concat_ws(', ', {held}) != '' THEN concat('record key ', "
+            f"concat_ws(', ', {held}), {sql_string(f' matches no column of table {table}: {why}')}) END")
+
+
 def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True,
-                      normalize: bool = False):
+                      normalize: bool = False, table: str = "", reject_unmatched: bool = True):
     """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
-    a conversion failure when some column can fail. Values are extracted in one
-    projection and checked in the next, so each is computed once."""
+    why a record cannot land (a key with no column, a value that does not fit its
+    column) when one can fail. Values are extracted in one projection and checked in
+    the next, so each is computed once. `reject_unmatched=False` ignores keys without
+    a column (COPY's MATCH_BY_COLUMN_NAME); the connector rejects such a record."""
     values, errors = [], []
+    unmatched = unmatched_keys(schema, fields, normalize) if reject_unmatched else []
+    if unmatched:  # checked first, as Snowflake checks a row's columns before its values
+        errors.append(unmatched_keys_error_sql(unmatched, schema.evolution, table))
     for i, column in enumerate(schema.columns):
         ref = f"_c{i}"
         keys, batch_type = field_for(column, fields, normalize)
