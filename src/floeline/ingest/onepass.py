@@ -50,7 +50,9 @@ ONE_PASS_SAMPLE = 1000
 
 # Column types from_json produces exactly as the general path's conversion does
 # (checked: integers and numeric strings to DECIMAL, numbers to DOUBLE, any value to
-# STRING as JSON text); for other types a batch takes the general path.
+# STRING as JSON text; anything else, such as a boolean for a number or 1 for a
+# BOOLEAN, is a corrupt record); for other types, and for declared types such as
+# VARCHAR(10) or TIME (records/conversion.py), a batch takes the general path.
 _FAST_TYPES = ("decimal", "double", "string", "variant", "bigint", "int", "boolean")
 CORRUPT_FIELD = "_floeline_unparsed"
 FAILURE_MARK = "floeline: record needs the general path"
@@ -82,7 +84,7 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
         if column.name.upper() == METADATA_COLUMN and not keys:
             values.append("CAST(_meta AS variant)" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type})")
-        elif len(keys) > 1 or not column.type.startswith(_FAST_TYPES) or (
+        elif len(keys) > 1 or column.declared or not column.type.startswith(_FAST_TYPES) or (
                 not keys and not column.nullable):
             return None
         elif not keys:

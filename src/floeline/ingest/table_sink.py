@@ -75,7 +75,8 @@ class TableSink:
             schema = self.prepare(state, table_rows, fields)
             phase("table")
             shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization,
-                                               cfg.column_normalization, display_name(ref))
+                                               cfg.column_normalization, display_name(ref),
+                                               binary_format=cfg.binary_format)
         columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)]
         row_stage = "'pipe expression'" if pipe is not None else "'table write'"
         can_fail = "_row_error" in shaped.columns

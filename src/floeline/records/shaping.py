@@ -8,9 +8,8 @@ connector decides what to do with the rows."""
 from __future__ import annotations
 
 from floeline.naming import column_match_key, column_name_for_key
-from floeline.records.content import (
-    conversion_error_sql, conversion_is_safe, extract_sql, key_value_sql, parse_object_schema,
-    sql_string)
+from floeline.records import conversion
+from floeline.records.content import key_value_sql, parse_object_schema, sql_string
 from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
 
 CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
@@ -72,13 +71,16 @@ def unmatched_keys_error_sql(keys: list[str], evolution: bool, table: str) -> st
 
 
 def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True,
-                      normalize: bool = False, table: str = "", reject_unmatched: bool = True):
+                      normalize: bool = False, table: str = "", reject_unmatched: bool = True,
+                      binary_format: str = "BASE64"):
     """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
     why a record cannot land (a key with no column, a value that does not fit its
-    column) when one can fail. Values are extracted in one projection and checked in
-    the next, so each is computed once. `reject_unmatched=False` ignores keys without
-    a column (COPY's MATCH_BY_COLUMN_NAME); the connector rejects such a record."""
-    values, errors = [], []
+    column by Snowflake's conversion rules: records/conversion.py) when one can fail.
+    Values are extracted in one projection and checked in the next, so each is
+    computed once. `reject_unmatched=False` ignores keys without a column (COPY's
+    MATCH_BY_COLUMN_NAME); the connector rejects such a record. `binary_format`: how a
+    string lands in a BINARY column (BASE64 or HEX)."""
+    values, errors, xs, stages = [], [], [], [[], []]
     unmatched = unmatched_keys(schema, fields, normalize) if reject_unmatched else []
     if unmatched:  # checked first, as Snowflake checks a row's columns before its values
         errors.append(unmatched_keys_error_sql(unmatched, schema.evolution, table))
@@ -92,20 +94,43 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
             # A tombstone kept by behavior.on.null.values=DEFAULT is an empty object.
             values.append(f"CASE WHEN _tombstone THEN parse_json('{{}}') ELSE v END AS {ref}")
         elif keys:
-            values.append(f"{extract_sql(keys, column.type)} AS {ref}")
-            # Checked per row only when this batch holds values that may not convert.
-            if not conversion_is_safe(batch_type, column.type):
-                errors.append(conversion_error_sql(column.name, ref, keys, column.type))
+            # The value's forms (kind, text, epoch) each get a projection of their own,
+            # so the rule reads them as columns instead of repeating their expressions.
+            forms = conversion.Forms(f"_x{i}", f"_k{i}", f"_t{i}", f"_n{i}")
+            xs.append(f"{_first_held(keys)} AS {forms.x}")
+            for stage, exprs in zip(stages, conversion.forms_sql(column, forms)):
+                stage.extend(exprs)
+            values.append(f"{conversion.value_sql(column, forms, binary_format)} AS {ref}")
+            # Checked per row only when this batch holds values that may not fit.
+            if not conversion.always_fits(batch_type, column):
+                errors.append(conversion.error_sql(column, ref, forms.x, keys, binary_format))
         else:
             values.append(f"CAST(NULL AS {column.type}) AS {ref}")
         if not column.nullable:
             errors.append(f"CASE WHEN {ref} IS NULL THEN "
                           f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
     coords = [f"{c} AS _src_{c}" for c in _SOURCE]
-    shaped = table_rows.selectExpr(*coords, "_raw_key", "_raw_value", "v", *values)
+    read = ["_raw_key", "_raw_value", "v"] + [c for c in ("_meta", "_tombstone") if c in table_rows.columns]
+    shaped = table_rows.selectExpr(*coords, *read, *xs)
+    for stage in stages:
+        if stage:
+            shaped = shaped.selectExpr("*", *stage)
+    kept = [f"_src_{c}" for c in _SOURCE] + ["_raw_key", "_raw_value", "v"] + [
+        x.rsplit(" AS ", 1)[1] for x in xs]
+    shaped = shaped.selectExpr(*kept, *values)
     if errors:
         shaped = shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
     return shaped
+
+
+def _first_held(keys: list[str]) -> str:
+    """The VARIANT value of the first of `keys` the record holds with a value (keys
+    differing only in case share a column)."""
+    if len(keys) == 1:
+        return key_value_sql(keys[0])
+    whens = " ".join(f"WHEN {key_value_sql(k)} IS NOT NULL AND NOT is_variant_null({key_value_sql(k)}) "
+                     f"THEN {key_value_sql(k)}" for k in keys)
+    return f"CASE {whens} END"
 
 
 

@@ -218,7 +218,7 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
         if pipe is None:
             merged = good.selectExpr("schema_of_variant_agg(v) AS s").first()["s"]
             shaped = shaping.default_pipe_rows(schema, good, shaping.fields_of(merged) if merged else {},
-                                               reject_unmatched=False)
+                                               reject_unmatched=False, binary_format="HEX")
         else:
             shaped = shaping.pipe_rows(schema, good, pipe)
         error = "_row_error" if "_row_error" in shaped.columns else "CAST(NULL AS STRING)"

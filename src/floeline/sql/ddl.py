@@ -19,7 +19,7 @@ from floeline.errors import FloelineError, SqlError, TableError
 from floeline.sql.statements import (CreatePipe, Name, Parsed, PipeCommand, identifier,
                                      select_item_texts, table_name)
 from floeline.sql.transform import compile_select
-from floeline.sql.types import snowflake_type, spark_type
+from floeline.sql.types import declared_type, snowflake_type, spark_type
 from floeline.warehouse import pipes, tables
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.tables import Column
@@ -122,6 +122,7 @@ class Ddl:
             raise SqlError(f"column {name} has no type")
         try:
             kind = spark_type(definition.args["kind"])
+            declared = declared_type(definition.args["kind"])
         except SqlError as exc:
             raise SqlError(f"column {name}: {exc}") from None
         nullable = True
@@ -133,7 +134,7 @@ class Ddl:
             else:
                 raise SqlError(f"column {name}: constraint {constraint.sql('snowflake')!r} is not "
                                f"supported (only NOT NULL and COMMENT)")
-        return Column(name, kind, nullable)
+        return Column(name, kind, nullable, declared)
 
     @staticmethod
     def evolution(properties: exp.Properties | None) -> tuple[bool | None, bool]:
@@ -269,7 +270,7 @@ class Ddl:
     def describe_table(self, tree: exp.Describe):
         ref = self.need(table_name(tree.this))
         schema = tables.read_schema(self.spark, ref)
-        rows = [(c.name, snowflake_type(c.type), "COLUMN", "Y" if c.nullable else "N")
+        rows = [(c.name, snowflake_type(c.type, c.declared), "COLUMN", "Y" if c.nullable else "N")
                 for c in schema.columns]
         return self.spark.createDataFrame(rows, "name string, type string, kind string, `null?` string")
 
