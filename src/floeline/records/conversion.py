@@ -44,8 +44,8 @@ _INT_SQL = ", ".join(f"'{t}'" for t in _INTS)
 _TRUE = ("1", "yes", "y", "t", "true", "on")
 _FALSE = ("0", "no", "n", "f", "false", "off")
 TEXT_BYTES, BINARY_BYTES = 16 * 1024 * 1024, 8 * 1024 * 1024
-# ISO dates and timestamps Java's java.time parses (a space for the `T` too); group 1:
-# the date, group 2: the date and time without the offset.
+# ISO dates and timestamps as Java's java.time parses them (a space for the `T` too);
+# group 1: the date and time without the offset, group 2: the date.
 _TIMESTAMP_RE = (r"^(([0-9]{4}-[0-9]{2}-[0-9]{2})(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}"
                  r"(?:[.][0-9]{1,9})?)?)?)(Z|[+-][0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?$")
 _TIME_RE = (r"^([01][0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9])(?:[.]([0-9]{1,9}))?)?"
