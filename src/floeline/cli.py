@@ -45,7 +45,8 @@ def _show_kafka_routes(config) -> None:
     chain = transform_chain_for(config.raw)
     for topic in topics:
         routed = routed_topic(chain, topic)
-        table = display_identifier(table_for_topic(routed, config.topic_map))
+        table = display_identifier(table_for_topic(routed, config.topic_map,
+                                                    config.table_name_sanitization))
         via = f" (routed as {routed!r} by transforms)" if routed != topic else ""
         print(f"{topic} -> {config.database}.{config.schema}.{table}{via}")
     if chain is not None:

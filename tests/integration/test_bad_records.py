@@ -36,7 +36,7 @@ JSON_CORPUS = [
     ("NaN", b'{"id": 10, "n": NaN}', "dlq", "not valid JSON"),
     ("Infinity", b'{"id": 11, "n": Infinity}', "dlq", "not valid JSON"),
     ("type conflicts with an existing column", b'{"id": 12, "n": "abc"}', "dlq",
-     "cannot be converted to column N"),
+     "does not fit column N"),
     ("empty key", b'{"id": 13, "": "empty"}', "dlq", "empty key"),
     ("duplicate keys: the last wins, as Kafka Connect's JsonConverter", b'{"id": 14, "name": "a", "name": "b"}',
      "lands", lambda r: r["NAME"] == "b"),

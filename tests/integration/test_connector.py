@@ -4,6 +4,7 @@ connector, query the Delta table."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -63,7 +64,7 @@ def test_precreated_table_matches_keys_case_insensitively(kafka, topic_name, mak
     path = f"{warehouse}/FLOELINE/PUBLIC/ORDERS_PRE"
     spark.sql(f"CREATE TABLE delta.`{path}` (record_metadata VARIANT, order_id DECIMAL(38,0), "
               f"customer_name STRING, order_total DECIMAL(38,0), ispaid BOOLEAN) USING delta")
-    produce(kafka, topic, [ORDER, dict(ORDER, extra_key="ignored", Order_Id=7)])
+    produce(kafka, topic, [ORDER, dict(ORDER, Order_Id=7)])
     run_connector(make_config(topics=topic, snowflake__topic2table__map=f"{topic}:ORDERS_PRE"))
     df = read_table("ORDERS_PRE")
     assert df.columns == ["record_metadata", "order_id", "customer_name", "order_total", "ispaid"]
@@ -72,16 +73,43 @@ def test_precreated_table_matches_keys_case_insensitively(kafka, topic_name, mak
     assert rows == [(7, "John", 100, True), (12345, "John", 100, True)]
 
 
-def test_evolution_adds_a_column_mid_stream_and_drops_not_null(kafka, topic_name, make_config,
-                                                               run_connector, read_table, spark,
-                                                               warehouse):
+def test_4x_connector_keeps_topic_case_and_reads_quoted_keys_as_identifiers(
+        kafka, topic_name, make_config, run_connector, read_table, spark, warehouse):
+    """connector.class of the 4.x connector: table-name sanitization is off by default,
+    so topic `et_...` writes to the user's "et_..." table, not ET_...; with column
+    identifier normalization on (its v3-compatibility mode) a key written with its
+    quotes names the case-sensitive column, an unquoted key the uppercase one."""
+    from floeline.sql.script import run_script
+    from floeline.warehouse.catalog import Warehouse
+
+    topic = topic_name("et")
+    devkafka.create_topic(kafka, topic)
+    run_script(spark, f'CREATE TABLE "{topic}" (RECORD_METADATA VARIANT, ID NUMBER, "city" VARCHAR)',
+               Warehouse(warehouse))
+    produce(kafka, topic, [{"id": 0, '"city"': "Oslo"}, {"id": 1, '"city"': "Bergen"}])
+    run_connector(make_config(
+        topics=topic, connector__class="com.snowflake.kafka.connector.SnowflakeStreamingSinkConnector",
+        snowflake__compatibility__enable__column__identifier__normalization="true"))
+    rows = sorted((int(r["ID"]), r["city"]) for r in read_table(topic).collect())
+    assert rows == [(0, "Oslo"), (1, "Bergen")]
+    assert not os.path.exists(os.path.join(warehouse, "FLOELINE", "PUBLIC", topic.upper()))
+
+
+def test_evolution_adds_a_column_mid_stream_drops_not_null_and_off_rejects_new_keys(
+        kafka, topic_name, make_config, run_connector, read_table, spark, warehouse):
+    """Evolution on: a new key adds its column, a missing one drops NOT NULL. Switched
+    off (ENABLE_SCHEMA_EVOLUTION = FALSE): the columns stay and a record with a key that
+    has no column goes to the error table, never trimmed silently."""
+    from floeline.sql.script import run_script
+    from floeline.warehouse.catalog import Warehouse
+
     topic = topic_name("evo")
     devkafka.create_topic(kafka, topic)
     path = f"{warehouse}/FLOELINE/PUBLIC/{topic.upper()}"
     spark.sql(f"CREATE TABLE delta.`{path}` (RECORD_METADATA VARIANT, A DECIMAL(38,0) NOT NULL) "
               f"USING delta TBLPROPERTIES ('floeline.enableSchemaEvolution'='true', "
               f"'delta.columnMapping.mode'='name')")
-    config = make_config(topics=topic)
+    config = make_config(topics=topic, errors__tolerance="all")
     produce(kafka, topic, [{"a": 1}])
     run_connector(config)
     assert not read_table(topic.upper()).schema["A"].nullable
@@ -93,18 +121,17 @@ def test_evolution_adds_a_column_mid_stream_and_drops_not_null(kafka, topic_name
     rows = sorted((-1 if r["A"] is None else int(r["A"]), r["B"]) for r in df.collect())
     assert rows == [(-1, "no a"), (1, None), (2, "new")]
 
-
-def test_evolution_off_ignores_unmatched_keys(kafka, topic_name, make_config, run_connector,
-                                              read_table, spark, warehouse):
-    topic = topic_name("noevo")
-    devkafka.create_topic(kafka, topic)
-    path = f"{warehouse}/FLOELINE/PUBLIC/{topic.upper()}"
-    spark.sql(f"CREATE TABLE delta.`{path}` (A BIGINT) USING delta "
-              f"TBLPROPERTIES ('floeline.enableSchemaEvolution'='false')")
-    produce(kafka, topic, [{"a": 1, "b": 2}])
-    run_connector(make_config(topics=topic))
+    run_script(spark, f"ALTER TABLE {topic.upper()} SET ENABLE_SCHEMA_EVOLUTION = FALSE",
+               Warehouse(warehouse))
+    produce(kafka, topic, [{"a": 4, "b": "kept"}, {"a": 5, "c": None}])
+    run_connector(config)
     df = read_table(topic.upper())
-    assert df.columns == ["A"] and [r["A"] for r in df.collect()] == [1]
+    assert df.columns == ["RECORD_METADATA", "A", "B"]
+    assert df.where("A = 4").first()["B"] == "kept" and df.where("A = 5").count() == 0
+    (error,) = read_table(topic.upper() + "_ERRORS").collect()
+    assert error["RECORD_POSITION"] == "4"
+    assert (f"record key 'c' matches no column of table FLOELINE.PUBLIC.{topic.upper()}: schema "
+            f"evolution is off (ENABLE_SCHEMA_EVOLUTION = FALSE)") in error["ERROR"]
 
 
 def test_special_character_columns(kafka, topic_name, make_config, run_connector, read_table,

@@ -106,11 +106,11 @@ def test_hand_made_table_is_used_as_it_is(aws, kinesis_config, run_connector, re
     stream = stream_name("hand").replace("-", "_")
     create_stream(aws, stream, shards=1)
     run_script(spark, f"CREATE TABLE {stream.upper()} (ORDER_ID NUMBER, CUSTOMER_NAME VARCHAR, "
-                      "RECORD_METADATA VARIANT)", Warehouse(warehouse))
+                      "ORDER_TOTAL FLOAT, ISPAID BOOLEAN, RECORD_METADATA VARIANT)", Warehouse(warehouse))
     put(aws, stream, orders(1, 3))
     run_connector(kinesis_config(stream))
     df = read_table(stream.upper())
-    assert df.columns == ["ORDER_ID", "CUSTOMER_NAME", "RECORD_METADATA"]  # no evolution
+    assert df.columns == ["ORDER_ID", "CUSTOMER_NAME", "ORDER_TOTAL", "ISPAID", "RECORD_METADATA"]
     assert sorted(int(r["ORDER_ID"]) for r in df.collect()) == [1, 2, 3]
 
 

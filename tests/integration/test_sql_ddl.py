@@ -141,21 +141,23 @@ def test_tables_create_describe_alter_show_drop(spark, tmp_path):
         CREATE TABLE raw."My Table" (x INT)""")
     described = run(spark, wh, "DESCRIBE TABLE orders")[0][1]
     assert [(r["name"], r["type"], r["null?"]) for r in described][:4] == [
-        ("ORDER_ID", "NUMBER(38,0)", "N"), ("customer name", "VARCHAR", "Y"),
+        ("ORDER_ID", "NUMBER(38,0)", "N"), ("customer name", "VARCHAR(20)", "Y"),
         ("TOTAL", "NUMBER(10,2)", "Y"), ("I", "NUMBER(38,0)", "Y")]
     assert [r["type"] for r in described][4:] == [
-        "FLOAT", "BOOLEAN", "DATE", "VARCHAR", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "BINARY",
-        "VARIANT", "VARIANT", "VARIANT", "VARCHAR"]
+        "FLOAT", "BOOLEAN", "DATE", "TIME", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ", "BINARY",
+        "VARIANT", "OBJECT", "ARRAY", "VARCHAR"]  # declared types kept beside the Delta types
     assert described[-1]["name"] == "Łódź €"
     shown = {r["name"]: r for r in run(spark, wh, "SHOW TABLES")[0][1]}
     assert shown["ORDERS"]["enable_schema_evolution"] == "Y" and shown["ORDERS"]["columns"] == 15
     assert shown["My Table"]["schema_name"] == "RAW" and shown["My Table"]["enable_schema_evolution"] == "N"
 
-    run(spark, wh, """ALTER TABLE orders ADD COLUMN extra VARCHAR, "Other" NUMBER;
+    run(spark, wh, """ALTER TABLE orders ADD COLUMN extra VARCHAR(5), "Other" NUMBER;
                       ALTER TABLE orders ADD COLUMN IF NOT EXISTS extra VARCHAR;
                       ALTER TABLE ORDERS SET ENABLE_SCHEMA_EVOLUTION = FALSE""")
     described = run(spark, wh, "DESC TABLE floeline.public.orders")[0][1]
-    assert [r["name"] for r in described][-2:] == ["EXTRA", "Other"]
+    assert [(r["name"], r["type"]) for r in described][-2:] == [("EXTRA", "VARCHAR(5)"),
+                                                               ("Other", "NUMBER(38,0)")]
+    assert described[1]["type"] == "VARCHAR(20)"
     assert {r["name"]: r for r in run(spark, wh, "SHOW TABLES")[0][1]}["ORDERS"][
         "enable_schema_evolution"] == "N"
     with pytest.raises(SqlError, match="already exists"):

@@ -39,19 +39,6 @@ def test_paths_and_quoting():
     assert sql_string("a\\b'") == "'a\\\\b\\''"
 
 
-def test_conversion_safety_decides_when_rows_are_checked():
-    from floeline.records.content import conversion_is_safe as safe
-
-    assert safe("BIGINT", "decimal(38,0)") and safe("DECIMAL(5,2)", "decimal(38,0)")
-    assert safe("BIGINT", "double") and safe("DECIMAL(5,2)", "double")
-    assert safe("STRING", "string") and safe("OBJECT<a: BIGINT>", "variant") and safe("VOID", "int")
-    assert safe("BOOLEAN", "boolean")
-    assert not safe("STRING", "decimal(38,0)") and not safe("VARIANT", "double")
-    assert not safe("DOUBLE", "decimal(38,0)") and not safe("BIGINT", "decimal(10,2)")
-    assert not safe("BIGINT", "int") and not safe("STRING", "timestamp")
-    assert not safe("DECIMAL(20,0)", "bigint") and not safe("BOOLEAN", "double")
-
-
 def test_parse_object_schema_quoted_nested_names_with_brackets():
     s = "OBJECT<attrs: OBJECT<`a>b`: BIGINT, `c(``d`: STRING>, id: BIGINT>"
     assert parse_object_schema(s) == [("attrs", "OBJECT<`a>b`: BIGINT, `c(``d`: STRING>"),
@@ -59,8 +46,7 @@ def test_parse_object_schema_quoted_nested_names_with_brackets():
 
 
 def test_keys_with_both_quotes_are_addressed_through_a_map():
-    from floeline.records.content import extract_sql, key_value_sql
+    from floeline.records.content import key_value_sql
 
     assert variant_path("a'b\"c") is None
     assert "map<string,variant>" in key_value_sql("a'b\"c")
-    assert extract_sql(["a'b\"c"], "double").startswith("try_cast(")

@@ -76,6 +76,15 @@ def test_invalid_topic_is_sanitized_like_the_java_connector(topic, table):
     assert derive_table_name(topic) == table
 
 
+@pytest.mark.parametrize("topic", ["et_orders", "Orders_V2", "my-topic.data", "123topic"])
+def test_without_sanitization_the_topic_names_its_table_as_it_is(topic):
+    # The 4.x connector's default: the topic's name, case kept (the connector quotes it).
+    assert derive_table_name(topic, sanitize=False) == topic
+    assert table_for_topic(topic, None, sanitize=False) == topic
+    mapped = TopicTableMap.parse(f"{topic}:MAPPED")
+    assert table_for_topic(topic, mapped, sanitize=False) == "MAPPED"  # the map still wins
+
+
 def test_topic_that_is_only_wildcards_cannot_name_a_table():
     with pytest.raises(NamingError, match="nothing is left"):
         derive_table_name(".*")
@@ -119,6 +128,25 @@ def test_normalize_identifier_errors(text, fragment):
 ])
 def test_column_name_for_key(key, column):
     assert column_name_for_key(key) == column
+
+
+# Keys read as SQL identifiers (column identifier normalization, Snowflake's
+# SqlIdentifierNormalizer): quoted -> exact, unquoted -> uppercase.
+@pytest.mark.parametrize("key,column", [
+    ('"c"', "c"),
+    ('"City"', "City"),
+    ('"a""b"', 'a"b'),
+    ('"has cat"', "has cat"),
+    ("city", "CITY"),
+    ("CITY", "CITY"),
+    ("has cat", "HAS CAT"),
+    ("has\\ cat", "HAS CAT"),
+    ('"a"b"', '"A"B"'),  # a lone quote inside: not a quoted identifier
+    ('""', '""'),
+    ('"c', '"C'),
+])
+def test_column_name_for_key_normalized(key, column):
+    assert column_name_for_key(key, normalize=True) == column
 
 
 # --- snowflake.topic2table.map ---------------------------------------------------------

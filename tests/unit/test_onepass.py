@@ -54,7 +54,7 @@ def test_headers_the_rules_change_send_a_record_to_the_general_path():
 def test_general_path_is_needed_for():
     # two keys that differ only in case map to one column
     assert fastpath.typed_plan(ORDERS, frozenset({"name", "NAME"})) is None
-    # a key without a column while schema evolution is on (the column must be added)
+    # a key without a column (evolution adds it, or the record is rejected)
     assert fastpath.typed_plan(ORDERS, frozenset({"order_id", "new_key"})) is None
     # a type from_json would read differently from the general path
     ts = TableSchema((Column("AT", "timestamp"),), True)
@@ -64,10 +64,21 @@ def test_general_path_is_needed_for():
     assert fastpath.typed_plan(strict, frozenset({"n"})) is None
 
 
+def test_normalized_keys_match_columns_exactly():
+    # column identifier normalization: "city" (quoted) -> city, id -> ID
+    table = TableSchema((Column("ID", "decimal(38,0)"), Column("city", "string")), False)
+    plan = fastpath.typed_plan(table, frozenset({"id", '"city"'}), normalize=True)
+    assert plan.columns[1].startswith('j.`"city"` AS `city`')
+    # without normalization "city" (quoted) is a key of its own: no column for it
+    assert fastpath.typed_plan(table, frozenset({"id", '"city"'})) is None
+
+
 def test_not_null_columns_are_checked_per_record():
     strict = TableSchema((Column("ID", "decimal(38,0)", nullable=False),), False)
-    plan = fastpath.typed_plan(strict, frozenset({"id", "ignored_with_evolution_off"}))
+    plan = fastpath.typed_plan(strict, frozenset({"id"}))
     assert "j.`id` IS NULL" in plan.check
+    # a key without a column while evolution is off: the general path rejects the record
+    assert fastpath.typed_plan(strict, frozenset({"id", "no_column"})) is None
 
 
 def test_batch_end_reads_sparks_offset_log(tmp_path):

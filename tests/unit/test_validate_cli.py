@@ -33,6 +33,16 @@ def test_validate_json_config_with_map(tmp_path, capsys):
     assert "my-topic.data -> FLOELINE.PUBLIC.MY_TOPIC_DATA_" in out
 
 
+def test_validate_shows_the_4x_connectors_table_names(tmp_path, capsys):
+    cfg = tmp_path / "c.properties"
+    cfg.write_text("name=x\ntopics=et_orders,my-topic.data\n"
+                   "connector.class=com.snowflake.kafka.connector.SnowflakeStreamingSinkConnector\n")
+    assert main(["validate", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert 'et_orders -> FLOELINE.PUBLIC."et_orders"' in out
+    assert 'my-topic.data -> FLOELINE.PUBLIC."my-topic.data"' in out
+
+
 def test_validate_rejects_bad_map_with_position(tmp_path, capsys):
     cfg = tmp_path / "c.properties"
     cfg.write_text("name=x\ntopics=a,b\nsnowflake.topic2table.map=a:T1,b\n")

@@ -99,7 +99,9 @@ class _Load:
             "timestamp_millis(modified_ms) AS _file_modified", f"timestamp_millis({self.scan_time}) AS _scan_time")
         if self.pipe is None:
             merged = good.selectExpr("schema_of_variant_agg(v) AS s").first()["s"]
-            shaped = shaping.default_pipe_rows(self.schema, good, shaping.fields_of(merged) if merged else {})
+            # COPY's MATCH_BY_COLUMN_NAME ignores keys without a column; BINARY_FORMAT=HEX
+            shaped = shaping.default_pipe_rows(self.schema, good, shaping.fields_of(merged) if merged else {},
+                                               reject_unmatched=False, binary_format="HEX")
         else:
             shaped = shaping.pipe_rows(self.schema, good, self.pipe)
         shaping_error = "_row_error" if "_row_error" in shaped.columns else "CAST(NULL AS STRING)"

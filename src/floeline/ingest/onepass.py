@@ -35,7 +35,7 @@ from floeline import jvm
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.table_sink import first_lines
 from floeline.jvm import known_keys_function
-from floeline.naming import column_name_for_key
+from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import shaping
 from floeline.records.content import PARSE_VALUE_SQL, quote_column, sql_string
 from floeline.sources.base import BatchEnd, position_after
@@ -51,7 +51,9 @@ ONE_PASS_SAMPLE = 1000
 
 # Column types from_json produces exactly as the general path's conversion does
 # (checked: integers and numeric strings to DECIMAL, numbers to DOUBLE, any value to
-# STRING as JSON text); for other types a batch takes the general path.
+# STRING as JSON text; anything else, such as a boolean for a number or 1 for a
+# BOOLEAN, is a corrupt record); for other types, and for declared types such as
+# VARCHAR(10) or TIME (records/conversion.py), a batch takes the general path.
 _FAST_TYPES = ("decimal", "double", "string", "variant", "bigint", "int", "boolean")
 CORRUPT_FIELD = "_floeline_unparsed"
 FAILURE_MARK = "floeline: record needs the general path"
@@ -67,22 +69,24 @@ class TypedPlan:
 
 
 def typed_plan(schema: TableSchema, known_keys: frozenset[str],
-               headers_check: str | None = None) -> TypedPlan | None:
+               headers_check: str | None = None, normalize: bool = False) -> TypedPlan | None:
     """A one-pass plan for a table whose records have only `known_keys`, or None when
     some column needs the general path (two keys for one column, other types).
-    `headers_check`: SQL, TRUE for a record with a header SQL cannot write as text."""
+    `headers_check`: SQL, TRUE for a record with a header SQL cannot write as text.
+    `normalize`: how keys name columns (naming.column_name_for_key)."""
     by_column: dict[str, list[str]] = {}
     for key in known_keys:
-        by_column.setdefault(column_name_for_key(key).upper(), []).append(key)
-    if not schema.columns or (schema.evolution and any(schema.find(n) is None for n in by_column)):
-        return None  # a key without a column: the general path adds the column
+        name = column_name_for_key(key, normalize)
+        by_column.setdefault(column_match_key(name, normalize), []).append(key)
+    if not schema.columns or any(schema.find(n, exact=normalize) is None for n in by_column):
+        return None  # a key without a column: the general path adds it or rejects the record
     fields, values, not_null = [], [], []
     for column in schema.columns:
-        keys = by_column.get(column.name.upper(), [])
+        keys = by_column.get(column_match_key(column.name, normalize), [])
         if column.name.upper() == METADATA_COLUMN and not keys:
             values.append("CAST(_meta AS variant)" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type})")
-        elif len(keys) > 1 or not column.type.startswith(_FAST_TYPES) or (
+        elif len(keys) > 1 or column.declared or not column.type.startswith(_FAST_TYPES) or (
                 not keys and not column.nullable) or column.default is not None:
             return None  # (a DEFAULT column: the general path fills records without its key)
         elif not keys:
@@ -175,7 +179,8 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     elif not state.one_pass_ready:
         return None
     schema = pipeline.tables.schema(state)
-    plan = typed_plan(schema, state.known_keys, pipeline.headers_check) if schema else None
+    plan = (typed_plan(schema, state.known_keys, pipeline.headers_check, cfg.column_normalization)
+            if schema else None)
     if plan is None:
         return None
     report = BatchReport(batch_id)
@@ -231,7 +236,7 @@ def _learn_from_sample(pipeline, state, df) -> bool:
         f"{PARSE_VALUE_SQL} AS v").where("v IS NOT NULL").persist()
     try:
         merged = sample.selectExpr("schema_of_variant_agg(v) AS s").first()["s"] or ""
-        fields = shaping.fields_of(merged)
+        fields = shaping.fields_of(merged, pipeline.config.column_normalization)
         if not fields or "" in fields:
             return False
         pipeline.sink.prepare(state, sample, fields)

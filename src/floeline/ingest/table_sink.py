@@ -15,6 +15,7 @@ from floeline.errors import TableError
 from floeline.ingest.bad_records import committed_filter_sql
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.table_state import TableState
+from floeline.naming import display_identifier
 from floeline.records import shaping
 from floeline.records.content import column_type_for, present_sql, quote_column
 from floeline.sources.base import Committed
@@ -59,7 +60,8 @@ class TableSink:
             fields = {}
             shaped = shaping.pipe_rows(schema, table_rows, pipe)
         else:
-            fields = self.record_fields(table_rows, channels) if cfg.schematization else {}
+            fields = (self.record_fields(table_rows, channels, cfg.column_normalization)
+                      if cfg.schematization else {})
             if "" in fields:  # no column can be named by an empty key
                 table_rows = table_rows.selectExpr("*", (
                     "CASE WHEN try_variant_get(v, '$[\"\"]', 'variant') IS NOT NULL THEN 'the record "
@@ -73,7 +75,9 @@ class TableSink:
             declared = p.declared_types(set().union(*(c.get("schema_ids", ()) for c in channels.values())))
             schema = self.prepare(state, table_rows, fields, declared)
             phase("table")
-            shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization)
+            shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization,
+                                               cfg.column_normalization, display_name(ref),
+                                               binary_format=cfg.binary_format)
         columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)
                    if f"_c{i}" in shaped.columns]  # (the default pipe leaves out keyless columns)
         row_stage = "'pipe expression'" if pipe is not None else "'table write'"
@@ -161,6 +165,7 @@ class TableSink:
 
         p = self.pipeline
         ref = state.ref
+        normalize = p.config.column_normalization
         schema = p.tables.schema(state)
         if schema is None:
             if not p.config.schematization:
@@ -168,15 +173,15 @@ class TableSink:
             else:
                 # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
                 columns = [Column(METADATA_COLUMN, "variant")] if p.config.metadata.all_ else []
-                columns += [new_column(name, keys, vtype) for name, (keys, vtype) in fields.items()]
+                columns += _addable(fields, columns, new_column)
             tables.create_table(p.spark, ref, columns, evolution=True)
             # The table is what was just created: no need to read it back.
             state.schema, state.schema_read_at = TableSchema(tuple(columns), True), time.time()
             return state.schema
         if not schema.evolution or not p.config.schematization:
             return schema
-        new = [new_column(name, keys, vtype) for name, (keys, vtype) in fields.items()
-               if schema.find(name) is None]
+        new = _addable({name: field for name, field in fields.items()
+                        if schema.find(name, exact=normalize) is None}, schema.columns, new_column)
         changed = False
         if new:
             tables.add_columns(p.spark, ref, new)
@@ -184,7 +189,7 @@ class TableSink:
         for column in schema.columns:
             if column.nullable or column.name == METADATA_COLUMN or column.default is not None:
                 continue
-            keys, _vtype = shaping.field_for(column, fields)
+            keys, _vtype = shaping.field_for(column, fields, normalize)
             missing = table_rows.where(f"NOT ({present_sql(keys)})" if keys else "true")
             if missing.limit(1).count():
                 tables.drop_not_null(p.spark, ref, column.name)
@@ -192,7 +197,7 @@ class TableSink:
         return p.tables.schema(state, refresh=True) if changed else schema
 
     @staticmethod
-    def record_fields(table_rows, channels: dict) -> dict[str, tuple[list[str], str]]:
+    def record_fields(table_rows, channels: dict, normalize: bool) -> dict[str, tuple[list[str], str]]:
         """Column name -> (the JSON keys that map to it, their merged variant type). The
         batch's stats pass already merged each channel's keys; only when the table's
         channels disagree are they merged again over the table's rows."""
@@ -204,7 +209,25 @@ class TableSink:
             result = table_rows.where(valid).selectExpr(
                 "schema_of_variant_agg(v) AS s").first()
             merged = result["s"] if result and result["s"] else ""
-        return shaping.fields_of(merged)
+        return shaping.fields_of(merged, normalize)
+
+
+def _addable(fields, existing, make) -> list[Column]:
+    """Columns for `fields` (made by `make(name, keys, vtype)`), leaving out any whose
+    name differs from a column's only in case: Delta cannot hold both (its records
+    become row errors, see shaping)."""
+    taken = {c.name.upper() for c in existing}
+    new = []
+    for name, (keys, vtype) in fields.items():
+        if name.upper() not in taken:
+            taken.add(name.upper())
+            new.append(make(name, keys, vtype))
+    return new
+
+
+def display_name(ref) -> str:
+    """DB.SCHEMA.TABLE as SQL writes it (quoted parts where needed), for messages."""
+    return ".".join(display_identifier(p) for p in (ref.database, ref.schema, ref.name))
 
 
 def first_lines(message: str, n: int = 6) -> str:

@@ -1,5 +1,6 @@
-"""Record content: Kafka value bytes -> a VARIANT object, and the rules that turn its
-first-level keys into typed table columns (the default pipe `{TABLE}-STREAMING`).
+"""Record content: Kafka value bytes -> a VARIANT object, its first-level keys and the
+column types they create (the default pipe `{TABLE}-STREAMING`; converting a value to
+a column's type is records/conversion.py).
 
 Everything here is either a Spark SQL expression string or pure Python over type
 strings, so the rules can be unit-tested without Spark."""
@@ -130,45 +131,6 @@ def column_type_for(variant_type: str) -> str:
     return "variant"
 
 
-_EXACT_NUMBERS = _INTEGER_TYPES | {"DECIMAL"}
-_NUMBERS = _EXACT_NUMBERS | {"FLOAT", "DOUBLE"}
-
-
-def conversion_is_safe(variant_type: str, column_type: str) -> bool:
-    """True when every JSON value of the batch-wide `variant_type` (from
-    schema_of_variant_agg) converts to `column_type` without failing, so the per-row
-    conversion check can be skipped for that column."""
-    head = re.match(r"[A-Z_]+", variant_type)
-    head = head.group(0) if head else ""
-    column = column_type.lower()
-    if head == "VOID" or column in ("variant", "string"):
-        return True
-    if head == "BOOLEAN":
-        return column == "boolean"
-    if column in ("double", "float"):
-        return head in _NUMBERS
-    if column.startswith("decimal"):
-        precision, scale = (int(x) for x in re.findall(r"\d+", column)[:2]) if "(" in column else (10, 0)
-        if head in _INTEGER_TYPES:
-            return precision - scale >= 19
-        if head == "DECIMAL":
-            p, s = (int(x) for x in re.findall(r"\d+", variant_type)[:2])
-            return precision - scale >= p - s
-        return False
-    if column in ("bigint", "long"):
-        return head in _INTEGER_TYPES
-    return False
-
-
-def extract_sql(keys: list[str], column_type: str) -> str:
-    """The value of a column from the record's first-level `keys` (several keys when
-    they differ only in case and so match one column), cast to `column_type`.
-    try_variant_get yields NULL on a failed cast; `conversion_error_sql` reports it."""
-    gets = [f"try_variant_get(v, {variant_path(k)}, {sql_string(column_type)})" if variant_path(k)
-            else f"try_cast({key_value_sql(k)} AS {column_type})" for k in keys]
-    return gets[0] if len(gets) == 1 else f"coalesce({', '.join(gets)})"
-
-
 def has_key_sql(keys: list[str]) -> str:
     """TRUE when the record has any of the first-level `keys`, even holding null."""
     return " OR ".join(f"{key_value_sql(k)} IS NOT NULL" for k in keys)
@@ -179,17 +141,3 @@ def present_sql(keys: list[str]) -> str:
     checks = [f"({key_value_sql(k)} IS NOT NULL AND NOT is_variant_null({key_value_sql(k)}))"
               for k in keys]
     return " OR ".join(checks)
-
-
-def conversion_error_sql(column: str, value_ref: str, keys: list[str], column_type: str) -> str | None:
-    """A SQL expression naming the conversion failure of one column, or None when the
-    column's type accepts any JSON value (VARIANT, STRING). `value_ref` names the
-    already-extracted value, so the (costlier) presence check runs only when it is NULL."""
-    if column_type in ("variant", "string"):
-        return None
-    return (
-        f"CASE WHEN {value_ref} IS NULL AND ({present_sql(keys)}) "
-        f"THEN concat('value of key ', {sql_string(repr(keys[0]))}, ' (', "
-        f"to_json({key_value_sql(keys[0])}), ') cannot be converted to column ', "
-        f"{sql_string(column)}, ' of type {column_type}') END"
-    )

@@ -7,10 +7,9 @@ connector decides what to do with the rows."""
 
 from __future__ import annotations
 
-from floeline.naming import column_name_for_key
-from floeline.records.content import (
-    conversion_error_sql, conversion_is_safe, extract_sql, has_key_sql, parse_object_schema,
-    sql_string)
+from floeline.naming import column_match_key, column_name_for_key
+from floeline.records import conversion
+from floeline.records.content import has_key_sql, key_value_sql, parse_object_schema, sql_string
 from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
 
 CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
@@ -18,16 +17,18 @@ CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematizat
 _SOURCE = ("channel", "position", "timestamp", "headers", "source", "_error_class")
 
 
-def fields_of(merged_schema: str) -> dict[str, tuple[list[str], str]]:
+def fields_of(merged_schema: str, normalize: bool = False) -> dict[str, tuple[list[str], str]]:
     """Column name -> (the JSON keys that map to it, their variant type), from a
-    schema_of_variant(_agg) result; keys differing only in case share a column."""
+    schema_of_variant(_agg) result; keys naming one column (differing only in case,
+    or `c` and `C` when keys are normalized) share it. `normalize`: see
+    naming.column_name_for_key."""
     fields: dict[str, tuple[list[str], str]] = {}
-    upper_index: dict[str, str] = {}
+    index: dict[str, str] = {}
     for key, vtype in parse_object_schema(merged_schema):
-        name = column_name_for_key(key)
-        existing = upper_index.get(name.upper())
+        name = column_name_for_key(key, normalize)
+        existing = index.get(column_match_key(name, normalize))
         if existing is None:
-            upper_index[name.upper()] = name
+            index[column_match_key(name, normalize)] = name
             fields[name] = ([key], vtype)
         else:
             keys, old = fields[existing]
@@ -35,26 +36,62 @@ def fields_of(merged_schema: str) -> dict[str, tuple[list[str], str]]:
     return fields
 
 
-def field_for(column: Column, fields) -> tuple[list[str], str]:
-    """The JSON keys matching `column` (case-insensitively) and their batch type."""
+def field_for(column: Column, fields, normalize: bool = False) -> tuple[list[str], str]:
+    """The JSON keys matching `column` (case-insensitively, or exactly when keys are
+    normalized) and their batch type."""
+    wanted = column_match_key(column.name, normalize)
     for name, field in fields.items():
-        if name.upper() == column.name.upper():
+        if column_match_key(name, normalize) == wanted:
             return field
     return [], "VOID"
 
 
 
-def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True):
+def unmatched_keys(schema: TableSchema, fields, normalize: bool = False) -> list[str]:
+    """The batch's keys that name no column of the table (schema evolution is off, or
+    their column cannot be added beside one that differs only in case)."""
+    return [key for name, (keys, _type) in fields.items()
+            if schema.find(name, exact=normalize) is None for key in keys]
+
+
+def unmatched_keys_error_sql(keys: list[str], evolution: bool, table: str) -> str:
+    """The row error of a record holding any of `keys` (even as null), as Snowflake's
+    connector rejects a record with a key that has no column; None-free SQL."""
+    held = ", ".join(f"CASE WHEN {key_value_sql(k)} IS NOT NULL THEN {sql_string(repr(k))} END"
+                     for k in keys)
+    if evolution:
+        why = ("a column named like it but for case exists, and Delta column names are "
+               "case-insensitive: rename the key (ReplaceField transform) or the column")
+    else:
+        why = (f"schema evolution is off (ENABLE_SCHEMA_EVOLUTION = FALSE): add the column "
+               f"(ALTER TABLE {table} ADD COLUMN ...) or ALTER TABLE {table} SET "
+               f"ENABLE_SCHEMA_EVOLUTION = TRUE")
+    return (f"CASE WHEN concat_ws(', ', {held}) != '' THEN concat('record key ', "
+            f"concat_ws(', ', {held}), {sql_string(f' matches no column of table {table}: {why}')}) END")
+
+
+def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True,
+                      normalize: bool = False, table: str = "", reject_unmatched: bool = True,
+                      binary_format: str = "BASE64"):
     """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
-    a conversion failure when some column can fail. Values are extracted in one
-    projection and checked in the next, so each is computed once. A column no record
-    of the batch has a key for is left out (no `_c<i>`): Delta writes NULL, the
-    column's DEFAULT or its next AUTOINCREMENT value there; a record without the key
-    of a DEFAULT column gets the default (one whose key holds null gets NULL)."""
-    values, errors = [], []
+    why a record cannot land (a key with no column, a value that does not fit its
+    column by Snowflake's conversion rules: records/conversion.py) when one can fail.
+    Values are extracted in one projection and checked in the next, so each is
+    computed once. `reject_unmatched=False` ignores keys without a column (COPY's
+    MATCH_BY_COLUMN_NAME); the connector rejects such a record. `binary_format`: how a
+    string lands in a BINARY column (BASE64 or HEX).
+
+    A column no record of the batch has a key for is left out (no `_c<i>`): Delta
+    writes NULL, the column's DEFAULT or its next AUTOINCREMENT value there; a record
+    without the key of a DEFAULT column gets the default (one whose key holds null
+    gets NULL)."""
+    values, errors, xs, stages = [], [], [], [[], []]
+    unmatched = unmatched_keys(schema, fields, normalize) if reject_unmatched else []
+    if unmatched:  # checked first, as Snowflake checks a row's columns before its values
+        errors.append(unmatched_keys_error_sql(unmatched, schema.evolution, table))
     for i, column in enumerate(schema.columns):
         ref = f"_c{i}"
-        keys, batch_type = field_for(column, fields)
+        keys, batch_type = field_for(column, fields, normalize)
         if not keys and (column.nullable or column.default is not None) and not (
                 column.name.upper() == METADATA_COLUMN
                 or (column.name.upper() == CONTENT_COLUMN and not schematization)):
@@ -65,27 +102,49 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
         elif column.name.upper() == CONTENT_COLUMN and not schematization:
             # A tombstone kept by behavior.on.null.values=DEFAULT is an empty object.
             values.append(f"CASE WHEN _tombstone THEN parse_json('{{}}') ELSE v END AS {ref}")
-        elif keys and column.default is not None:  # as COPY's MATCH_BY_COLUMN_NAME: a
-            # missing key takes the default, a key holding null is NULL
-            values.append(f"CASE WHEN {has_key_sql(keys)} THEN {extract_sql(keys, column.type)} "
-                          f"ELSE CAST(({column.default}) AS {column.type}) END AS {ref}")
-            if not conversion_is_safe(batch_type, column.type):
-                errors.append(conversion_error_sql(column.name, ref, keys, column.type))
         elif keys:
-            values.append(f"{extract_sql(keys, column.type)} AS {ref}")
-            # Checked per row only when this batch holds values that may not convert.
-            if not conversion_is_safe(batch_type, column.type):
-                errors.append(conversion_error_sql(column.name, ref, keys, column.type))
+            # The value's forms (kind, text, epoch) each get a projection of their own,
+            # so the rule reads them as columns instead of repeating their expressions.
+            forms = conversion.Forms(f"_x{i}", f"_k{i}", f"_t{i}", f"_n{i}")
+            xs.append(f"{_first_held(keys)} AS {forms.x}")
+            for stage, exprs in zip(stages, conversion.forms_sql(column, forms)):
+                stage.extend(exprs)
+            value = conversion.value_sql(column, forms, binary_format)
+            if column.default is not None:  # as COPY's MATCH_BY_COLUMN_NAME: a missing
+                # key takes the default, a key holding null is NULL
+                value = (f"CASE WHEN {has_key_sql(keys)} THEN {value} "
+                         f"ELSE CAST(({column.default}) AS {column.type}) END")
+            values.append(f"{value} AS {ref}")
+            # Checked per row only when this batch holds values that may not fit.
+            if not conversion.always_fits(batch_type, column):
+                errors.append(conversion.error_sql(column, ref, forms.x, keys, binary_format))
         else:
             values.append(f"CAST(NULL AS {column.type}) AS {ref}")
         if not column.nullable:
             errors.append(f"CASE WHEN {ref} IS NULL THEN "
                           f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
     coords = [f"{c} AS _src_{c}" for c in _SOURCE]
-    shaped = table_rows.selectExpr(*coords, "_raw_key", "_raw_value", "v", *values)
+    read = ["_raw_key", "_raw_value", "v"] + [c for c in ("_meta", "_tombstone") if c in table_rows.columns]
+    shaped = table_rows.selectExpr(*coords, *read, *xs)
+    for stage in stages:
+        if stage:
+            shaped = shaped.selectExpr("*", *stage)
+    kept = [f"_src_{c}" for c in _SOURCE] + ["_raw_key", "_raw_value", "v"] + [
+        x.rsplit(" AS ", 1)[1] for x in xs]
+    shaped = shaped.selectExpr(*kept, *values)
     if errors:
         shaped = shaped.selectExpr("*", f"coalesce({', '.join(errors)}) AS _row_error")
     return shaped
+
+
+def _first_held(keys: list[str]) -> str:
+    """The VARIANT value of the first of `keys` the record holds with a value (keys
+    differing only in case share a column)."""
+    if len(keys) == 1:
+        return key_value_sql(keys[0])
+    whens = " ".join(f"WHEN {key_value_sql(k)} IS NOT NULL AND NOT is_variant_null({key_value_sql(k)}) "
+                     f"THEN {key_value_sql(k)}" for k in keys)
+    return f"CASE {whens} END"
 
 
 

@@ -60,7 +60,7 @@ class KafkaSource:
         return [Channel(channel_id(t, p), t) for t, n in sorted(counts.items()) for p in range(n)]
 
     def table_name(self, route: str) -> str:
-        return table_for_topic(route, self.config.topic_map)
+        return table_for_topic(route, self.config.topic_map, self.config.table_name_sanitization)
 
     def route_of(self, channel: str) -> str:
         return topic_partition(channel)[0]

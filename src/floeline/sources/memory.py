@@ -106,7 +106,7 @@ class MemorySource:
         return [Channel(c, e["route"]) for c, e in sorted(self.log.channels().items())]
 
     def table_name(self, route: str) -> str:
-        return table_for_topic(route, self.config.topic_map)
+        return table_for_topic(route, self.config.topic_map, self.config.table_name_sanitization)
 
     def route_of(self, channel: str) -> str:
         return self.log.channels()[channel]["route"]

@@ -19,7 +19,7 @@ from floeline.errors import FloelineError, SqlError, TableError
 from floeline.sql.statements import (CreatePipe, Name, Parsed, PipeCommand, identifier,
                                      select_item_texts, table_name)
 from floeline.sql.transform import compile_select
-from floeline.sql.types import snowflake_type, spark_type
+from floeline.sql.types import declared_type, snowflake_type, spark_type
 from floeline.warehouse import pipes, tables
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.tables import Column
@@ -140,6 +140,7 @@ class Ddl:
             raise SqlError(f"column {name} has no type")
         try:
             kind = spark_type(definition.args["kind"])
+            declared = declared_type(definition.args["kind"])
         except SqlError as exc:
             raise SqlError(f"column {name}: {exc}") from None
         nullable, default, identity = True, None, None
@@ -164,7 +165,7 @@ class Ddl:
                 raise SqlError(f"column {name}: AUTOINCREMENT / IDENTITY needs an integer type "
                                f"(NUMBER, INT, ...), not {snowflake_type(kind)}")
             kind = "bigint"  # Delta's identity columns are LONG
-        return Column(name, kind, nullable, default, identity)
+        return Column(name, kind, nullable, default, identity, declared)
 
     @staticmethod
     def evolution(properties: exp.Properties | None) -> tuple[bool | None, bool]:
@@ -304,7 +305,8 @@ class Ddl:
     def describe_table(self, tree: exp.Describe):
         ref = self.need(table_name(tree.this))
         schema = tables.read_schema(self.spark, ref)
-        rows = [(c.name, snowflake_type(c.type), "COLUMN", "Y" if c.nullable else "N", c.default)
+        rows = [(c.name, snowflake_type(c.type, c.declared), "COLUMN", "Y" if c.nullable else "N",
+                 c.default)
                 for c in schema.columns]
         return self.spark.createDataFrame(
             rows, "name string, type string, kind string, `null?` string, default string")

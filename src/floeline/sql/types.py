@@ -4,12 +4,17 @@ Decisions (documented for users):
 - NUMBER/NUMERIC/DECIMAL default to NUMBER(38,0), as in Snowflake; NUMBER(p,s) ->
   decimal(p,s). The INT family (INT, INTEGER, BIGINT, SMALLINT, TINYINT, BYTEINT) is a
   synonym of NUMBER(38,0) in Snowflake, so it is decimal(38,0) here too (not bigint).
-- FLOAT/DOUBLE/REAL -> double; VARCHAR/STRING/TEXT/CHAR -> string (lengths ignored).
-- TIME -> string ('HH:MM:SS[.fff]'): Spark 4.2 rejects its TIME type
+- FLOAT/DOUBLE/REAL -> double; VARCHAR/STRING/TEXT/CHAR -> string.
+- TIME -> string ('HH:MM:SS[.fffffffff]'): Spark 4.2 rejects its TIME type
   (UNSUPPORTED_TIME_TYPE), so Delta cannot store it.
 - TIMESTAMP_NTZ (and DATETIME) -> timestamp_ntz; TIMESTAMP_LTZ, TIMESTAMP_TZ and
   TIMESTAMP -> timestamp (an instant; a TZ offset is not kept).
 - VARIANT, OBJECT and ARRAY -> variant.
+
+Where the Spark type loses what the Snowflake type says (VARCHAR(n) and CHAR(n)
+lengths, BINARY(n), TIME, OBJECT, ARRAY), the declared type is kept beside it
+(declared_type; tables.py stores it with the table), so the default pipe applies
+Snowflake's rules for it (records/conversion.py) and DESCRIBE shows it.
 """
 
 from __future__ import annotations
@@ -56,8 +61,29 @@ def spark_type(datatype: exp.DataType) -> str:
     raise SqlError(f"unsupported type {datatype.sql('snowflake')}; supported types: {SUPPORTED}")
 
 
-def snowflake_type(spark: str) -> str:
-    """How DESCRIBE shows a stored Spark type, in Snowflake's words."""
+def declared_type(datatype: exp.DataType) -> str:
+    """The Snowflake type to keep beside the Spark type, or "" when the Spark type says
+    it all: VARCHAR(n), CHAR(n) (CHAR alone is CHAR(1)), BINARY(n), TIME, OBJECT, ARRAY."""
+    kind = datatype.this
+    length = [p.sql() for p in datatype.expressions]
+    if kind in (DT.VARCHAR, DT.NVARCHAR, DT.CHAR, DT.NCHAR):
+        char = kind in (DT.CHAR, DT.NCHAR)
+        if not length and not char:
+            return ""
+        if length and not (length[0].isdigit() and 1 <= int(length[0]) <= 16777216):
+            raise SqlError(f"invalid type {datatype.sql('snowflake')}: the length must be 1 to 16777216")
+        return f"{'CHAR' if char else 'VARCHAR'}({length[0] if length else 1})"
+    if kind in (DT.BINARY, DT.VARBINARY) and length:
+        if not (length[0].isdigit() and 1 <= int(length[0]) <= 8388608):
+            raise SqlError(f"invalid type {datatype.sql('snowflake')}: the length must be 1 to 8388608")
+        return f"BINARY({length[0]})"
+    return {DT.TIME: "TIME", DT.OBJECT: "OBJECT", DT.ARRAY: "ARRAY"}.get(kind, "")
+
+
+def snowflake_type(spark: str, declared: str = "") -> str:
+    """How DESCRIBE shows a stored column's type, in Snowflake's words."""
+    if declared:
+        return declared
     t = spark.lower()
     if t.startswith("decimal"):
         return "NUMBER" + t[len("decimal"):].upper().replace(" ", "")
