@@ -85,13 +85,20 @@ def latency(spark, warehouse: Warehouse, stage_sql: str, drop, seconds: int, tab
         committed[name] = time.time()
 
     service = PipeService(spark, warehouse, poll_s=0.2, report=on_line)
-    service.poll()  # the first pass (a listing)
+    service.sync()  # the pipe's streaming query runs from here on
+
+    def wait_for(done) -> None:
+        deadline = time.time() + 300
+        while not done():
+            service.sync()  # reports a failed query
+            assert time.time() < deadline and not service.failures, service.failures
+            time.sleep(0.05)
+
     # One file first, not timed: the first load through a new path (s3a's client and
     # the AWS SDK's classes, the pipe's first commit) is a one-off cost, reported apart.
     started = time.time()
     drop("warm-up.json", (json.dumps(record(0)) + "\n").encode())
-    while "warm-up.json" not in committed:
-        service.poll()
+    wait_for(lambda: "warm-up.json" in committed)
     print(f"first file (cold path): {committed.pop('warm-up.json') - started:.2f} s", flush=True)
     stop = threading.Event()
 
@@ -105,9 +112,8 @@ def latency(spark, warehouse: Warehouse, stage_sql: str, drop, seconds: int, tab
 
     thread = threading.Thread(target=writer, daemon=True)
     thread.start()
-    while not stop.is_set() or len(committed) < len(created):
-        if not service.poll() and not service.queues:
-            time.sleep(0.2)
+    wait_for(lambda: stop.is_set() and len(committed) >= len(created))
+    service.stop()
     return [committed[n] - created[n] for n in created]
 
 

@@ -171,4 +171,5 @@ def run_firehose_demo(warehouse: str = "./warehouse", rounds: int = 3) -> int:
     print("\nSELECT tweet FROM twitter_stream.public.tweets (one row):")
     print(format_rows(run_sql(spark, "SELECT tweet FROM twitter_stream.public.tweets "
                                      "ORDER BY tweet:id::int DESC LIMIT 1", wh), "json"))
+    service.stop()
     return 1 if service.failures else 0

@@ -34,6 +34,16 @@ def spark():
     return get_spark()
 
 
+@pytest.fixture(autouse=True)
+def _no_query_outlives_its_test(request):
+    """Streaming queries a test left running (a pipe service it did not stop) are
+    stopped after it, so they do not poll a deleted stage for the rest of the run."""
+    yield
+    if "spark" in request.fixturenames:
+        for query in request.getfixturevalue("spark").streams.active:
+            query.stop()
+
+
 _counter = itertools.count()
 
 

@@ -117,9 +117,10 @@ def test_firehose_to_s3_to_notified_pipe(spark, sql, wh, aws, bucket):
 
 def test_pipes_run_killed_mid_stream_loads_every_file_once(spark, sql, wh, aws, bucket, tmp_path):
     """`floeline pipes run` as a user starts it, with a listed directory pipe and an S3
-    pipe fed by notifications, SIGKILLed after its first loads while files keep landing
-    in both, then run again: every file's rows are in each table once, and the queue
-    holds no message left to handle."""
+    pipe fed by notifications (a streaming query each), SIGKILLed after its first loads
+    while files keep landing in both, then run again with one pipe's checkpoint lost:
+    every file's rows are in each table once, and the queue holds no message left to
+    handle."""
     import signal
     import subprocess
     import sys
@@ -155,7 +156,12 @@ def test_pipes_run_killed_mid_stream_loads_every_file_once(spark, sql, wh, aws, 
     finally:
         service.kill()
         service.wait(30)
-    # Started again (here in-process: the load history is the only state either has).
+    # Started again (here in-process), one pipe with its Spark checkpoint, the other
+    # having lost it: the load history in each table decides what is loaded.
+    import shutil
+    checkpoints = wh.root / "_checkpoints" / "_pipes"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["FLOELINE.PUBLIC.KP", "FLOELINE.PUBLIC.KP3"]
+    shutil.rmtree(checkpoints / "FLOELINE.PUBLIC.KP")
     assert PipeService(spark, wh, report=lambda line: None).run(until_caught_up=True) == 0
     for table in ("K", "K3"):
         frame = spark.read.format("delta").load(wh.resolve([table]).path)

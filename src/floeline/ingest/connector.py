@@ -87,7 +87,7 @@ class Connector:
         else:
             writer = writer.trigger(processingTime=f"{self.config.flush_time_s} seconds")
         query = writer.start()
-        restore = _install_stop_signals(self._stop)
+        restore = install_stop_signals(self._stop)
         try:
             self._await(query)
             error = query.exception()
@@ -192,8 +192,8 @@ def spark_gone(exc: BaseException) -> bool:
                                    "SparkContext has been shutdown"))
 
 
-def _install_stop_signals(stop: threading.Event):
-    """SIGINT/SIGTERM ask the connector to stop after the current batch."""
+def install_stop_signals(stop: threading.Event):
+    """SIGINT/SIGTERM ask the connector (or the pipe service) to stop after the current batch."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}

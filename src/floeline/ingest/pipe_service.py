@@ -2,38 +2,46 @@
 (CREATE PIPE p AUTO_INGEST=TRUE AS COPY INTO t FROM @stage ...) loads the files that
 land in its stage, each once.
 
-It finds new files in one of two ways:
-- listing: the stage (a directory, an internal stage, or an S3 prefix) is listed each
-  poll, and files the table has not loaded are loaded;
-- notifications: a pipe on an S3 stage has its own SQS queue (its
-  notification_channel); the bucket's ObjectCreated events name the new files, and a
-  message is deleted only after its file's commit. The stage is listed once when the
-  service starts and after each ALTER PIPE p REFRESH, so files that landed while no
-  event reached the queue are not left behind.
-Files are loaded with COPY's own load (sql/copy.py): the rows of the files and their
-load-history entries go into the table in one Delta commit, so the table alone says
-which files are loaded, and a restart, a SIGKILL, a duplicate or late notification or a
-lost state directory neither skips nor repeats a file. (There is no Spark checkpoint
-to lose: the load history is the only state.) A file that fails under the pipe's
-ON_ERROR (SKIP_FILE by default, as Snowpipe) is recorded as LOAD_FAILED and not tried
-again until ALTER PIPE p REFRESH."""
+Each pipe is a Structured Streaming query, as a connector is: its source
+(sources/pipe_files.py) finds new files by listing the stage or from the S3 events of
+the pipe's SQS queue, and its foreachBatch loads them with COPY's own load
+(ingest/file_load.py): the rows of the files and their load-history entries go into
+the table in one Delta commit, and a file whose content the table already holds is
+skipped. So the table alone says which files are loaded, and a restart, a SIGKILL, a
+duplicate or late notification or a lost Spark checkpoint neither skips nor repeats a
+file; a queue message is deleted only after its batch committed. A file that fails
+under the pipe's ON_ERROR (SKIP_FILE by default, as Snowpipe) is recorded as
+LOAD_FAILED and not tried again until ALTER PIPE p REFRESH. A pipe whose load or
+source fails is reported once, and its query is started again after RESTART_S (its
+failed batch is then run again); the other pipes go on. Pipes created or dropped while
+the service runs are picked up within SYNC_S seconds."""
 
 from __future__ import annotations
 
 import logging
+import re
+import threading
 import time
 from dataclasses import dataclass
 
 from floeline.errors import FloelineError
+from floeline.ingest.connector import install_stop_signals
 from floeline.ingest.file_load import load_files
+from floeline.ingest.table_sink import first_lines
 from floeline.sources import s3_notifications
-from floeline.warehouse import load_history, pipes, stage_store, stages, tables
+from floeline.sources.pipe_files import FORMAT as PIPE_FILES_FORMAT
+from floeline.sources.pipe_files import (MAX_FILES_PER_BATCH, PipeFilesDataSource, split_pipe_name,
+                                         stage_of, stored_pipe)
+from floeline.warehouse import load_history, pipes, stages, tables
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.load_history import LOAD_FAILED, FileLoad
+from floeline.warehouse.stage_store import StagedFile
 
 log = logging.getLogger("floeline")
 
-MAX_FILES_PER_LOAD = 500  # files per commit: bounds a load's memory and its commit's size
+MAX_FILES_PER_LOAD = MAX_FILES_PER_BATCH  # files per commit: bounds a load's memory and its commit's size
+RESTART_S = 5.0  # a failed pipe's query starts again after this long
+SYNC_S = 2.0  # how often the service looks for new, dropped and failed pipes
 
 
 @dataclass
@@ -48,15 +56,6 @@ class PipeStatus:
 def stage_pipes(warehouse: Warehouse) -> list[tuple[str, str, pipes.Pipe]]:
     """(database, schema, pipe) of every pipe that loads staged files."""
     return [(d, s, p) for d, s, p in pipes.list_stored(warehouse) if p.loads_files]
-
-
-def _stage_of(warehouse: Warehouse, pipe: pipes.Pipe) -> stages.Stage:
-    database, schema, name = pipe.copy["stage"]
-    stage = stages.load_stage(warehouse, database, schema, name)
-    if stage is None:
-        raise FloelineError(f"pipe {pipe.name}: its stage {database}.{schema}.{name} was dropped; "
-                            f"create it again or DROP PIPE {pipe.name}")
-    return stage
 
 
 @dataclass
@@ -77,7 +76,7 @@ class PipeTarget:
 
 def target_of(spark, warehouse: Warehouse, database: str, schema: str, pipe: pipes.Pipe,
               cache: load_history.HistoryCache | None = None) -> PipeTarget:
-    stage = _stage_of(warehouse, pipe)
+    stage = stage_of(warehouse, pipe)
     ref = warehouse.table(pipe.database, pipe.schema, pipe.table)
     history = cache.read(spark, ref) if cache is not None else load_history.read_history(spark, ref)
     name = f"{database}.{schema}.{pipe.name}"
@@ -121,18 +120,6 @@ def load_new_files(spark, warehouse: Warehouse, database: str, schema: str, pipe
     return load_into(spark, warehouse, target, pipe, files, cache)
 
 
-def notified_files(warehouse: Warehouse, stage: stages.Stage, pipe: pipes.Pipe,
-                   messages: list[s3_notifications.Message]) -> list[stages.StagedFile]:
-    """The stage's files that the messages name, as they are now (a file gone since
-    its event is left out; one named twice is there once)."""
-    store = stage_store.store_for(warehouse, stage)
-    names = {o.key[len(store.prefix):] for m in messages for o in m.objects
-             if o.bucket == store.bucket and o.key.startswith(store.prefix)}
-    names = {n for n in names if n.startswith(pipe.copy["path"].lstrip("/")) and not stage_store.hidden(n)}
-    found = [f for f in (store.file(n) for n in sorted(names)) if f is not None]
-    return stages.select_files(found, pipe.copy["path"], None, pipe.copy.get("pattern"))
-
-
 def pipe_status(spark, warehouse: Warehouse, database: str, schema: str, pipe: pipes.Pipe) -> PipeStatus:
     target, files = pending_files(spark, warehouse, database, schema, pipe)
     mine = [e for e in target.history if e.load.pipe == target.name and e.load.loaded]
@@ -141,75 +128,159 @@ def pipe_status(spark, warehouse: Warehouse, database: str, schema: str, pipe: p
 
 
 class PipeService:
-    """Polls every auto-ingest pipe of a warehouse."""
+    """Runs one streaming query per auto-ingest pipe of a warehouse."""
 
     def __init__(self, spark, warehouse: Warehouse, poll_s: float = 1.0, report=print):
         self.spark, self.warehouse, self.poll_s, self.report = spark, warehouse, poll_s, report
         self.failures: dict[str, str] = {}  # pipe -> the last error it met
+        self.queries: dict[str, object] = {}  # pipe -> its active StreamingQuery
         self.queues: dict[str, s3_notifications.NotificationQueue] = {}
-        self.listed_for: dict[str, int] = {}  # notified pipe -> the REFRESH its last listing served
-        self.wait_s = 0  # how long a queue is long-polled: >0 once a poll found nothing
+        self.restart_at: dict[str, float] = {}  # failed pipe -> when its query starts again
         self.history = load_history.HistoryCache()
+        self.lock = threading.Lock()  # one load at a time (queries call back on their threads)
+        self.processed = 0  # files processed since the last poll()
+        self._batch_error: dict[str, str] = {}
+        self._stop = threading.Event()
+        spark.dataSource.register(PipeFilesDataSource)
 
-    def poll(self) -> int:
-        """Load what landed for every auto-ingest pipe; the number of files processed."""
-        processed = 0
-        for database, schema, pipe in stage_pipes(self.warehouse):
-            if not pipe.copy.get("auto_ingest"):
-                continue
-            name = f"{database}.{schema}.{pipe.name}"
-            try:
-                loads = self._poll_pipe(database, schema, pipe, name)
-            except FloelineError as exc:
-                if self.failures.get(name) != str(exc):
-                    self.report(f"pipe {name}: {exc}")
-                self.failures[name] = str(exc)
-                continue
+    def checkpoint(self, name: str) -> str:
+        return str(self.warehouse.root / "_checkpoints" / "_pipes" / name)
+
+    # ---- queries ---------------------------------------------------------------------
+
+    def _start(self, name: str, available_now: bool):
+        stream = (self.spark.readStream.format(PIPE_FILES_FORMAT)
+                  .option("warehouse", str(self.warehouse.root)).option("pipe", name)
+                  .option("poll", str(self.poll_s)).load())
+        writer = (stream.writeStream
+                  .foreachBatch(lambda batch, batch_id: self._load_batch(name, batch))
+                  .option("checkpointLocation", self.checkpoint(name))
+                  .queryName(f"floeline-pipe-{name}@{self.warehouse.root}"))
+        writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="0 seconds")
+        self._batch_error.pop(name, None)
+        return writer.start()
+
+    def sync(self, available_now: bool = False, restart_now: bool = False) -> None:
+        """Note queries that ended (reporting a failure once), stop those of dropped pipes
+        and start those of new pipes and of failed ones whose wait is over."""
+        wanted = {f"{d}.{s}.{p.name}" for d, s, p in stage_pipes(self.warehouse) if p.copy.get("auto_ingest")}
+        for name, query in list(self.queries.items()):
+            if not query.isActive:
+                del self.queries[name]
+                self._ended(name, query)
+            elif name not in wanted:
+                query.stop()
+                del self.queries[name]
+        for name in sorted(wanted - set(self.queries)):
+            if restart_now or time.monotonic() >= self.restart_at.get(name, 0):
+                self.queries[name] = self._start(name, available_now)
+
+    def _ended(self, name: str, query) -> None:
+        error = query.exception()
+        if error is None:
             self.failures.pop(name, None)
-            for load in loads:
-                error = f" first_error={load.first_error!r} line={load.first_error_line}" if load.errors_seen else ""
-                self.report(f"pipe {name}: {load.file} {load.status} rows={load.rows_loaded} "
-                            f"errors={load.errors_seen}{error}")
-            processed += len(loads)
-        self.wait_s = 0 if processed else max(1, round(self.poll_s))
-        return processed
+            return
+        message = self._batch_error.get(name) or source_error(str(error))
+        if self.failures.get(name) != message:
+            self.report(f"pipe {name}: {message}")
+        self.failures[name] = message
+        self.restart_at[name] = time.monotonic() + RESTART_S
 
-    def _poll_pipe(self, database: str, schema: str, pipe: pipes.Pipe, name: str) -> list[FileLoad]:
-        channel = pipe.copy.get("notification_channel")
-        refreshed = pipe.copy.get("refreshed_ms", 0)
-        if not channel or self.listed_for.get(name) != refreshed:
-            loads = load_new_files(self.spark, self.warehouse, database, schema, pipe, self.history)
-            if channel and len(loads) < MAX_FILES_PER_LOAD:  # the listing is done
-                self.listed_for[name] = refreshed
-            return loads
-        stage = _stage_of(self.warehouse, pipe)
+    def stop(self) -> None:
+        """Stop every query after its batch in flight (a load commits whole or not at all)."""
+        for query in self.queries.values():
+            if query.isActive:
+                query.stop()
+        self.queries.clear()
+
+    # ---- one micro-batch: files to load ------------------------------------------------
+
+    def _load_batch(self, name: str, batch) -> None:
+        rows = batch.collect()
+        files = [StagedFile(r["name"], r["location"], r["size"], r["modified_ms"]) for r in rows if r["name"]]
+        receipts = [r["receipt"] for r in rows if r["receipt"]]
+        try:
+            loads = self._load(name, files) if files else []
+            if receipts:  # after the commit: a crash before leaves the messages queued
+                self._queue(name).delete([s3_notifications.Message(r, ()) for r in receipts])
+        except FloelineError as exc:
+            self._batch_error[name] = str(exc)
+            raise  # the query stops without committing the batch: it runs again later
+        self.failures.pop(name, None)
+        for load in loads:
+            error = f" first_error={load.first_error!r} line={load.first_error_line}" if load.errors_seen else ""
+            self.report(f"pipe {name}: {load.file} {load.status} rows={load.rows_loaded} "
+                        f"errors={load.errors_seen}{error}")
+        self.processed += len(loads)
+
+    def _queue(self, name: str) -> s3_notifications.NotificationQueue:
+        """The pipe's notification queue, for deleting handled messages."""
+        pipe = stored_pipe(self.warehouse, name)
+        channel = pipe.copy.get("notification_channel") if pipe else None
         queue = self.queues.get(name)
-        if queue is None or queue.arn != channel:
+        if channel and (queue is None or queue.arn != channel):
+            stage = stage_of(self.warehouse, pipe)
             queue = self.queues[name] = s3_notifications.NotificationQueue(channel, stage.credentials,
                                                                            stage.endpoint)
-        messages = queue.receive(wait_s=self.wait_s, max_messages=MAX_FILES_PER_LOAD)
-        if not messages:
-            return []
-        files = notified_files(self.warehouse, stage, pipe, messages)
-        loads = []
-        if files:
+        if queue is None:
+            raise FloelineError(f"pipe {name} no longer has a notification channel")
+        return queue
+
+    def _load(self, name: str, files) -> list[FileLoad]:
+        database, schema, _ = split_pipe_name(name)
+        pipe = stored_pipe(self.warehouse, name)
+        if pipe is None:
+            return []  # dropped since its files were found
+        with self.lock:
             target = target_of(self.spark, self.warehouse, database, schema, pipe, self.history)
-            loads = load_into(self.spark, self.warehouse, target, pipe, [f for f in files if target.is_new(f)],
-                              self.history)
-        queue.delete(messages)  # after the commit: a crash before it leaves them queued
-        return loads
+            return load_into(self.spark, self.warehouse, target, pipe,
+                             [f for f in files if target.is_new(f)], self.history)
+
+    # ---- running -----------------------------------------------------------------------
+
+    def poll(self) -> int:
+        """Start the pipes' queries (again, for failed ones) and wait until each has
+        loaded what is in its stage or queue now; the number of files processed since
+        the previous poll. The queries keep running between polls."""
+        self.sync(restart_now=True)
+        for _ in range(2):  # the second pass covers a trigger that began before the files landed
+            for query in list(self.queries.values()):
+                try:
+                    query.processAllAvailable()
+                except Exception:  # reported by sync
+                    pass
+        self.sync()
+        processed, self.processed = self.processed, 0
+        return processed
 
     def run(self, until_caught_up: bool = False) -> int:
-        """Poll until interrupted (or, `until_caught_up`, until a poll finds nothing new);
-        exit status 1 when a pipe is failing at the end."""
+        """Run until a stop signal (or, `until_caught_up`, until every pipe has loaded
+        what its stage and queue hold); exit status 1 when a pipe is failing at the end."""
         auto = [p for _, _, p in stage_pipes(self.warehouse) if p.copy.get("auto_ingest")]
         if not auto:
             self.report(f"no auto-ingest pipe in warehouse {self.warehouse.root} "
                         f"(CREATE PIPE p AUTO_INGEST=TRUE AS COPY INTO t FROM @stage)")
-        while True:
-            processed = self.poll()
-            if until_caught_up and not processed:
-                return 1 if self.failures else 0
-            # A notified pipe waits on its queue (long polling); only listing sleeps.
-            if not processed and not any(p.copy.get("notification_channel") for p in auto):
-                time.sleep(self.poll_s)
+        restore = install_stop_signals(self._stop)
+        try:
+            if until_caught_up:
+                self.sync(available_now=True, restart_now=True)
+                for query in list(self.queries.values()):
+                    while query.isActive and not self._stop.is_set():
+                        query.awaitTermination(0.2)
+                self.sync(available_now=True, restart_now=False)
+            else:
+                while not self._stop.is_set():
+                    self.sync()
+                    self._stop.wait(SYNC_S)
+        finally:
+            self.stop()
+            restore()
+        self.processed = 0  # (reported as they loaded; poll() counts from here)
+        return 1 if self.failures else 0
+
+
+def source_error(text: str) -> str:
+    """The floeline error a failed query carries (raised in its Python source), without
+    Spark's and Python's traces; else the error's first lines."""
+    found = re.findall(r"floeline\.errors\.\w+: (.+)", text)
+    return found[-1].strip() if found else first_lines(text, 3)
