@@ -213,7 +213,8 @@ class Discovery:
         return self._take(notified_files(self.warehouse, stage, pipe, messages)), messages
 
     def _take(self, found: list[StagedFile]) -> list[StagedFile]:
-        new = [f for f in self.backlog + found if (f.name, f.size, f.modified_ms) not in self.handed]
+        new = list({(f.name, f.size, f.modified_ms): f for f in self.backlog + found
+                    if (f.name, f.size, f.modified_ms) not in self.handed}.values())
         batch, self.backlog = new[:MAX_FILES_PER_BATCH], new[MAX_FILES_PER_BATCH:]
         self.handed.update((f.name, f.size, f.modified_ms) for f in batch)
         return batch
