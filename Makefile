@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.floeline-setup
 
-.PHONY: setup demo demo-firehose test unit bench kafka-start kafka-stop aws-start aws-stop clean
+.PHONY: setup demo demo-firehose test unit bench bench-cold kafka-start kafka-stop aws-start aws-stop clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,10 @@ unit: setup
 
 bench: setup
 	$(BIN)/python bench/bench_ingest.py
+
+bench-cold: setup
+	$(BIN)/pip install -q -r bench/requirements.txt
+	$(BIN)/python bench/bench_cold.py
 
 kafka-start: setup
 	$(BIN)/floeline kafka start
