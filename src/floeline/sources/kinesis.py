@@ -29,7 +29,7 @@ import time
 from floeline.errors import ConfigError, ServiceUnavailable
 from floeline.records.metadata import kinesis_metadata_sql
 from floeline.sources import aws as aws_calls
-from floeline.sources.base import BatchEnd, Channel, Committed, Lag
+from floeline.sources.base import BatchEnd, Channel, Committed, Head, MirrorError
 from floeline.sources.kinesis_leases import LeaseTable, ShardLease, default_worker_id
 from floeline.sources.kinesis_reader import (
     FORMAT, KinesisDataSource, channel_id, decode_offset, split_channel)
@@ -217,11 +217,13 @@ class KinesisSource:
             self.leases.checkpoint({self._lease_key(c): (p, 0) for c, p in positions.items()},
                                    {self._lease_key(c) for c in finished})
         except ServiceUnavailable as exc:  # a mirror only: the tables hold the truth
-            log.warning("could not advance the Kinesis lease table %s: %s",
-                        self.settings.application_name, exc)
+            raise MirrorError(f"could not advance the Kinesis lease table "
+                              f"{self.settings.application_name}: {exc}") from exc
 
-    def lag(self) -> Lag | None:
-        return None
+    def heads(self, committed: dict[str, str] | None = None) -> dict[str, Head]:
+        """Unknown while running: a shard's newest sequence number is not something
+        Kinesis answers (see ops/status.py for what `floeline status` shows)."""
+        return {}
 
     def close(self) -> None:
         if self._leased:
