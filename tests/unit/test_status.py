@@ -116,7 +116,12 @@ STATUS = ConnectorStatus(
                  channels=[ChannelStatus("orders/0", "5", "5", 0),
                            ChannelStatus("orders/10", "4", "7", 3),
                            ChannelStatus("orders/2", None, None, None)]),
-     TableStatus("FLOELINE.PUBLIC.NEW", False)],
+     TableStatus("FLOELINE.PUBLIC.NEW", False),
+     TableStatus("FLOELINE.PUBLIC.EVENTS", True, rows=3, lag=1500, lag_unit="ms",
+                 channels=[ChannelStatus("events/shardId-000000000000", "4960" + "0" * 52, None, 0,
+                                         "ms", finished=True),
+                           ChannelStatus("events/shardId-000000000001", "4961" + "0" * 52, None, 1500,
+                                         "ms")])],
     dead_letter_topic="dlq", dead_letter_records=2, notes=["something to say"])
 
 
@@ -130,6 +135,10 @@ def test_text():
         "  orders/10  4          7       3",
         "  orders/2   -          -       -",
         "FLOELINE.PUBLIC.NEW: no table yet",
+        "FLOELINE.PUBLIC.EVENTS: rows=3 last_commit=- version=- error_rows=0 lag=1500ms",
+        "  CHANNEL                      COMMITTED" + " " * 47 + "  LATEST  LAG",
+        "  events/shardId-000000000000  4960" + "0" * 52 + "  -       finished",
+        "  events/shardId-000000000001  4961" + "0" * 52 + "  -       1500ms",
         "dead-letter topic dlq: records=2",
         "note: something to say",
     ]
@@ -144,4 +153,5 @@ def test_json():
     assert (orders["rows"], orders["error_rows"], orders["lag"]) == (12, 2, 3)
     assert data["tables"][1] == {"table": "FLOELINE.PUBLIC.NEW", "exists": False, "rows": None,
                                  "last_commit": None, "version": None, "error_table": None,
-                                 "error_rows": None, "lag": None, "channels": []}
+                                 "error_rows": None, "lag": None, "lag_unit": "records",
+                                 "channels": []}

@@ -6,9 +6,11 @@ a running connector has committed, so it works while one runs and after it stopp
 
 Positions are shown as floeline keeps them: the last committed record's position
 (Snowflake's offset token; one less than the consumer group's offset). Lag is in
-records for Kafka. Kinesis does not tell a shard's newest sequence number without
-reading the shard, so for Kinesis the latest position and lag are not shown; a
-finished (closed and fully read) shard says so.
+records for Kafka. Kinesis does not tell a shard's newest sequence number, so for
+Kinesis the latest position is not shown and the lag is time: how long the oldest
+record not yet committed has been in the stream (ms; 0 when none is waiting), from one
+GetRecords of one record after the committed position; a finished (closed and fully
+read) shard says so.
 
 Error counts: the rows of the table's error table `<TABLE>_ERRORS` (bad records when
 there is no dead-letter queue), and the records in the dead-letter topic when one is
@@ -24,7 +26,7 @@ from floeline.errors import FloelineError
 from floeline.records.decode import transform_chain_for
 from floeline.records.transforms import routed_topic
 from floeline.sources import source_for
-from floeline.sources.base import Head, position_key
+from floeline.sources.base import Head, Lag, position_key, total_lag
 from floeline.warehouse import delta_log
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.positions import committed_in_log
@@ -49,7 +51,8 @@ class TableStatus:
     version: int | None = None  # that commit's Delta version
     error_table: str | None = None  # <TABLE>_ERRORS when it exists
     error_rows: int | None = None
-    lag: int | None = None  # the channels' lags added up
+    lag: int | None = None  # the channels' lags: records added up, or the largest time (ms)
+    lag_unit: str = "records"
     channels: list[ChannelStatus] = field(default_factory=list)
 
 
@@ -92,8 +95,8 @@ def connector_status(config) -> ConnectorStatus:
     except Exception as exc:  # noqa: BLE001 - the tables' side is still worth showing
         status.notes.append(f"cannot read the source's latest positions: {exc}")
     if config.source == "kinesis":
-        status.notes.append("Kinesis does not tell a shard's newest sequence number: latest "
-                            "and lag are not shown")
+        status.notes.append("Kinesis does not tell a shard's newest sequence number: latest is not "
+                            "shown; lag is how long the oldest record not yet committed has waited")
     for name, ref in refs.items():
         committed, commit = held[name]
         table = TableStatus(name, delta_log.is_table(ref.path))
@@ -114,9 +117,10 @@ def connector_status(config) -> ConnectorStatus:
                 channel, committed.positions.get(channel), head.latest,
                 None if lag is None else lag.value, "records" if lag is None else lag.unit or "records",
                 channel in committed.finished))
-        lags = [c.lag for c in table.channels]
-        if lags and None not in lags:
-            table.lag = sum(lags)
+        lag = total_lag({c.channel: Head(None, None if c.lag is None else Lag(
+            c.lag, "" if c.lag_unit == "records" else c.lag_unit)) for c in table.channels})
+        if lag is not None:
+            table.lag, table.lag_unit = lag.value, lag.unit or "records"
         status.tables.append(table)
     if config.dlq_topic:
         status.dead_letter_topic = config.dlq_topic
@@ -164,12 +168,11 @@ def format_text(status: ConnectorStatus) -> str:
             errors = (f"error_rows={_show(table.error_rows)} ({table.error_table})"
                       if table.error_table else "error_rows=0")
             lines.append(f"{table.table}: rows={_show(table.rows)} last_commit={_show(table.last_commit)} "
-                         f"version={_show(table.version)} {errors} lag={_show(table.lag)}")
+                         f"version={_show(table.version)} {errors} lag={_lag(table.lag, table.lag_unit)}")
         rows = [("CHANNEL", "COMMITTED", "LATEST", "LAG")]
         for c in table.channels:
-            lag = _show(c.lag) + ("ms" if c.lag is not None and c.lag_unit == "ms" else "")
             rows.append((c.channel, _show(c.committed), _show(c.latest),
-                         "finished" if c.finished else lag))
+                         "finished" if c.finished else _lag(c.lag, c.lag_unit)))
         if len(rows) > 1:
             widths = [max(len(r[i]) for r in rows) for i in range(3)]
             lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + r[3]
@@ -179,6 +182,10 @@ def format_text(status: ConnectorStatus) -> str:
                      f"records={_show(status.dead_letter_records)}")
     lines += [f"note: {n}" for n in status.notes]
     return "\n".join(lines)
+
+
+def _lag(value: int | None, unit: str) -> str:
+    return _show(value) + ("ms" if value is not None and unit == "ms" else "")
 
 
 def _show(value) -> str:

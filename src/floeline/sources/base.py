@@ -124,11 +124,13 @@ class Head:
 
 
 def total_lag(heads: dict[str, Head]) -> Lag | None:
-    """The channels' lags added up, or None when a channel's lag is unknown."""
+    """The channels' lags together: records added up, time behind (ms) the largest;
+    None when a channel's lag is unknown."""
     lags = [h.lag for h in heads.values()]
     if not lags or any(lag is None for lag in lags) or len({lag.unit for lag in lags}) > 1:
         return None
-    return Lag(sum(lag.value for lag in lags), lags[0].unit)
+    values = [lag.value for lag in lags]
+    return Lag(max(values) if lags[0].unit else sum(values), lags[0].unit)
 
 
 class MirrorError(Exception):
