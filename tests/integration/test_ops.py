@@ -151,3 +151,19 @@ def test_kinesis_status_lag_is_the_oldest_waiting_record(aws, warehouse):
     (table,) = status.tables
     assert not table.exists and table.lag_unit == "ms" and table.lag >= 300
     assert [(c.channel, c.committed, c.latest) for c in table.channels] == [(channel, None, None)]
+
+
+def test_row_count_from_spark_written_checkpoints(spark, tmp_path):
+    """The Delta log read without Spark agrees with what Spark wrote: its checkpoint
+    (at version 2) and a commit after it. (Deletion vectors: tests/unit/test_status.py;
+    a DELETE here costs ~20 s of a cold Spark.)"""
+    from floeline.warehouse import delta_log
+
+    path = str(tmp_path / "T")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT) USING delta "
+              f"TBLPROPERTIES ('delta.checkpointInterval'='2')")
+    for start in (0, 10, 20):
+        spark.range(start, start + 10).write.format("delta").mode("append").save(path)
+    names = os.listdir(os.path.join(path, "_delta_log"))
+    assert f"{2:020d}.checkpoint.parquet" in names, names
+    assert delta_log.row_count(path) == 30
