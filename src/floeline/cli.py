@@ -1,4 +1,4 @@
-"""floeline's command line: run | validate | sql | pipes | demo | kafka | aws | setup."""
+"""floeline's command line: run | validate | status | sql | pipes | demo | kafka | aws | setup."""
 
 from __future__ import annotations
 
@@ -75,6 +75,15 @@ def _cmd_run(args) -> int:
         print(ignored, file=sys.stderr)
     connector = Connector(config, get_spark(config.spark_master))
     connector.run(until_caught_up=args.until_caught_up)
+    return 0
+
+
+def _cmd_status(args) -> int:
+    from floeline.config import load_config
+    from floeline.ops.status import connector_status, format_json, format_text
+
+    status = connector_status(load_config(args.config))
+    print(format_json(status) if args.format == "json" else format_text(status))
     return 0
 
 
@@ -194,6 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check a connector config and show topic -> table")
     p.add_argument("config")
     p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("status", help="per table and channel: committed position, the source's "
+                                      "latest and lag, last commit, error counts (no Spark)")
+    p.add_argument("config")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=_cmd_status)
 
     p = sub.add_parser("sql", help="run Snowflake-flavoured SQL on the warehouse: queries, "
                                    "CREATE/DROP/ALTER/SHOW/DESCRIBE TABLE, PIPE, INTERACTIVE TABLE, "

@@ -25,7 +25,7 @@ from floeline.config.kinesis import KinesisSettings
 from floeline.errors import ConfigError, NamingError
 from floeline.naming import TopicTableMap, normalize_identifier
 
-__all__ = ["ConnectorConfig", "KinesisSettings", "MetadataFlags", "config_from_dict",
+__all__ = ["ConnectorConfig", "KinesisSettings", "MetadataFlags", "MetricsSettings", "config_from_dict",
            "describe_ignored", "load_config", "parse_properties"]
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -51,6 +51,7 @@ TYPED_KEYS = frozenset({
     "snowflake.compatibility.enable.column.identifier.normalization",
     "bootstrap.servers",  # Kafka's own name (as in a Kafka Connect worker config)
     "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master", "floeline.source",
+    "floeline.metrics.port", "floeline.metrics.host", "floeline.metrics.ready.max.lag",
 }) | kinesis.KEYS
 
 # Keys (and key families with free suffixes) that later stages read from `raw`:
@@ -139,6 +140,18 @@ class MetadataFlags:
 
 
 @dataclass(frozen=True)
+class MetricsSettings:
+    """floeline.metrics.*: the Prometheus and probe endpoints (ops/http.py), off
+    without a port."""
+
+    port: int | None = None  # floeline.metrics.port: serve /metrics, /healthz, /ready (0: any free port)
+    host: str = "0.0.0.0"  # floeline.metrics.host: the address to listen on (all, as exporters do)
+    # floeline.metrics.ready.max.lag: /ready answers 200 while the records behind the
+    # source's head are at most this many (default buffer.count.records: one batch's worth)
+    ready_max_lag: int = 10000
+
+
+@dataclass(frozen=True)
 class ConnectorConfig:
     """One connector's settings, validated. Built by config_from_dict / load_config."""
 
@@ -194,6 +207,7 @@ class ConnectorConfig:
     ignored_keys: tuple[str, ...]  # keys given that floeline accepts but does not act on
     raw: Mapping[str, str] = field(compare=False, repr=False)  # all settings, read-only (holds secrets)
     kinesis: KinesisSettings | None = None  # floeline.source=kinesis: its kinesis.* / aws.* settings
+    metrics: MetricsSettings = MetricsSettings()  # floeline.metrics.*
 
 
 def config_from_dict(settings: Mapping[str, str]) -> ConnectorConfig:
@@ -316,6 +330,7 @@ class _Reader:
         warehouse = self.text("floeline.warehouse", DEFAULT_WAREHOUSE)
         line, sanitization, normalization, binary_format = self.compatibility()
         method, schematization = self.ingestion_method(source, line)
+        count_records = self.integer("buffer.count.records", 10000, minimum=1)
         return ConnectorConfig(
             name=name,
             source=source,
@@ -327,7 +342,7 @@ class _Reader:
             database=self.identifier("snowflake.database.name", DEFAULT_DATABASE),
             schema=self.identifier("snowflake.schema.name", DEFAULT_SCHEMA),
             flush_time_s=self.integer("buffer.flush.time", 10, minimum=1),
-            count_records=self.integer("buffer.count.records", 10000, minimum=1),
+            count_records=count_records,
             size_bytes=self.integer("buffer.size.bytes", 20000000, minimum=1),
             metadata=MetadataFlags(
                 all_=self.boolean("snowflake.metadata.all", True),
@@ -356,7 +371,20 @@ class _Reader:
             spark_master=self.text("floeline.spark.master", DEFAULT_SPARK_MASTER),
             ignored_keys=tuple(sorted(k for k in self.settings if _is_ignored(k))),
             raw=MappingProxyType(dict(self.settings)),
+            metrics=self.metrics(count_records),
         )
+
+    def metrics(self, count_records: int) -> MetricsSettings:
+        port = None
+        if self.text("floeline.metrics.port") is not None:
+            port = self.integer("floeline.metrics.port", 0, minimum=0)
+            if port > 65535:
+                self.problems.append(f"floeline.metrics.port={port} is not a TCP port; accepted "
+                                     f"values: 1-65535, or 0 for any free port")
+                port = 0
+        return MetricsSettings(
+            port=port, host=self.text("floeline.metrics.host", MetricsSettings.host),
+            ready_max_lag=self.integer("floeline.metrics.ready.max.lag", count_records, minimum=0))
 
     def ingestion_method(self, source: str, line: str | None = None) -> tuple[str, bool]:
         """snowflake.ingestion.method and whether schematization is on. With SNOWPIPE the

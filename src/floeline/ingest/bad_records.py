@@ -31,7 +31,6 @@ from floeline.warehouse.tables import Column
 
 log = logging.getLogger("floeline")
 
-ERROR_TABLE_SUFFIX = "_ERRORS"
 # The error table's layout: the record as it came from its source, and its failure.
 ERROR_TABLE_COLUMNS = (
     ("RECORD_CHANNEL", "string"), ("RECORD_POSITION", "string"), ("RECORD_SOURCE", "variant"),
@@ -63,9 +62,11 @@ def committed_filter_sql(committed: Committed) -> str | None:
 class BadRecords:
     """Routes a batch's bad records per the connector's errors.* settings."""
 
-    def __init__(self, config, spark, tables_: Tables, source, queue: DeadLetterQueue | None):
+    def __init__(self, config, spark, tables_: Tables, source, queue: DeadLetterQueue | None,
+                 metrics=None):
         self.config, self.spark, self.tables, self.source, self.queue = (
             config, spark, tables_, source, queue)
+        self.metrics = metrics  # ops/metrics.py ConnectorMetrics: records sent to a DLQ / error table
         self.row_errors: dict[str, int] = {}  # table -> rows rejected (rowsErrorCount)
 
     def divert(self, frame, error_column: str, stage_sql: str, ref: TableRef | None,
@@ -87,6 +88,7 @@ class BadRecords:
                 raise ServiceUnavailable(row["_error_text"])
             if self.queue is not None:
                 self.queue.send([self._bad_record(row)])
+                self._count(ref, "dlq", 1)
             where = f" (table {ref.full_name})" if ref is not None else ""
             raise RecordError(
                 f"{row['_error_text']}{where}. Fix the producer, the transforms or the table, or "
@@ -101,8 +103,10 @@ class BadRecords:
                 raise ServiceUnavailable(unavailable[0]["_error_text"])
             self.queue.send([self._bad_record(r) for r in records])
             count = len(records)
+            self._count(ref, "dlq", count)
         else:
             count = self._write_error_table(bad, ref, committed_after)
+            self._count(ref, "error_table", count)
         if count == 0:
             return frame.drop(error_column), 0
         report.errors += count
@@ -115,6 +119,10 @@ class BadRecords:
                           r["_stage_text"], detail)
         return frame.where(f"{error_column} IS NULL").drop(error_column), count
 
+    def _count(self, ref: TableRef | None, destination: str, records: int) -> None:
+        if self.metrics is not None and records:
+            self.metrics.dead_letters(ref.full_name if ref is not None else "", destination, records)
+
     @staticmethod
     def _bad_record(row) -> BadRecord:
         stamp = int(row["timestamp"].timestamp() * 1000) if row["timestamp"] else None
@@ -126,8 +134,7 @@ class BadRecords:
     def _write_error_table(self, bad, ref: TableRef, committed_after: Committed) -> int:
         """Append the bad records to `<TABLE>_ERRORS`, with the same channel positions as
         the table's commit, so a replayed batch adds none twice. Returns how many."""
-        errors_ref = self.tables.warehouse.table(ref.database, ref.schema,
-                                                 ref.name + ERROR_TABLE_SUFFIX)
+        errors_ref = self.tables.warehouse.error_table(ref)
         state = self.tables.state(errors_ref)
         schema = self.tables.schema(state)
         if schema is None:

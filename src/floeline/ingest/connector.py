@@ -9,6 +9,8 @@ Per micro-batch (foreachBatch):
     (table_sink.py) and the bad-record router (bad_records.py);
   - after the commits: the source mirrors the positions (Kafka consumer group, Kinesis
     lease table) and one progress line is printed (progress.py).
+Each batch also feeds the connector's Prometheus metrics (ops/metrics.py), served with
+the /healthz and /ready probes when floeline.metrics.port is set (ops/http.py).
 Nothing here knows which source it reads."""
 
 from __future__ import annotations
@@ -27,13 +29,17 @@ from floeline.ingest.onepass import batch_range, run_one_pass_batch
 from floeline.ingest.pipeline import Pipeline
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.table_sink import first_lines
+from floeline.ops.http import OpsServer
 from floeline.sources import source_for
+from floeline.sources.base import MirrorError, total_lag
 
 log = logging.getLogger("floeline")
 
 # How long a Spark that ended under the connector waits for the stop signal that may
 # have ended it, sent to the whole process group, to reach Python as well.
 _SIGNAL_GRACE_S = 2.0
+# Scrapes and readiness probes ask the source for its heads at most this often.
+_HEADS_MAX_AGE_S = 1.0
 
 
 class Connector:
@@ -48,6 +54,9 @@ class Connector:
         self.reports: list[BatchReport] = []
         self.failure: BaseException | None = None
         self._stop = threading.Event()
+        self.metrics = self.pipeline.metrics
+        self.ops_server: OpsServer | None = None  # /metrics, /healthz, /ready while running
+        self._state = "starting"  # starting | active | ended: <why>
 
     @property
     def row_errors(self) -> dict[str, int]:
@@ -66,16 +75,71 @@ class Connector:
         channels = self.source.channels()
         self.pipeline.routes = sorted({c.route for c in channels})
         committed = self.pipeline.committed(channels)
+        self.metrics.started(committed)
         self.pipeline.sink.start()  # e.g. SNOWPIPE: staged files a crash left behind
         return self.source.open(self.spark, committed, self._has_checkpoint())
 
     def run(self, until_caught_up: bool = False) -> None:
         """Run the connector: until the source is caught up, or until stopped by
         SIGINT/SIGTERM (or `stop()`). Raises the batch's error when one failed."""
+        self._start_ops_server()
         try:
             self._run(until_caught_up)
+            self._state = "ended: the connector stopped"
+        except BaseException as exc:
+            self._state = f"ended: {first_lines(str(exc), 1)}"
+            raise
         finally:
+            self.metrics.query_active(False)
             self.source.close()
+            if self.ops_server is not None:
+                self.ops_server.close()
+
+    # ---- metrics and probes --------------------------------------------------------
+
+    def _start_ops_server(self) -> None:
+        settings = self.config.metrics
+        if settings.port is None or self.ops_server is not None:
+            return
+        try:
+            self.ops_server = OpsServer(settings.host, settings.port, self.health, self.readiness,
+                                        before_scrape=self.refresh_heads).start()
+        except OSError as exc:
+            raise FloelineError(f"cannot serve metrics on {settings.host}:{settings.port} "
+                                f"(floeline.metrics.port): {exc.strerror or exc}") from exc
+        print(f"metrics: http://{settings.host}:{self.ops_server.port}/metrics "
+              f"(and /healthz, /ready)", file=self.out, flush=True)
+
+    def health(self) -> tuple[bool, str]:
+        """Liveness: the process runs and its query is starting or active."""
+        return not self._state.startswith("ended"), self._state
+
+    def readiness(self) -> tuple[bool, str]:
+        """Readiness: the query is active and the source's head is at most
+        floeline.metrics.ready.max.lag records ahead of the committed positions."""
+        if self._state != "active":
+            return False, self._state
+        self.refresh_heads()
+        lag, limit = self.metrics.lag(), self.config.metrics.ready_max_lag
+        if lag is None:
+            return True, "active (this source does not tell its lag)"
+        if lag.unit == "" and lag.value > limit:
+            return False, f"behind: lag {lag.value} records > {limit} (floeline.metrics.ready.max.lag)"
+        return True, f"caught up: lag {lag}"
+
+    def refresh_heads(self, max_age_s: float = _HEADS_MAX_AGE_S):
+        """Ask the source for its heads when the last answer is older than `max_age_s`;
+        returns the heads, or None when asking failed or was not needed."""
+        if time.monotonic() - self.metrics.heads_at < max_age_s:
+            return None
+        try:
+            heads = self.source.heads()
+        except Exception as exc:  # noqa: BLE001 - lag is reporting only
+            log.warning("could not read the source's latest positions: %s", first_lines(str(exc), 1))
+            self.metrics.source_read_error()
+            return None
+        self.metrics.set_heads(heads)
+        return heads
 
     def _run(self, until_caught_up: bool) -> None:
         writer = (self.build_stream().writeStream
@@ -87,6 +151,8 @@ class Connector:
         else:
             writer = writer.trigger(processingTime=f"{self.config.flush_time_s} seconds")
         query = writer.start()
+        self._state = "active"
+        self.metrics.query_active(True)
         restore = install_stop_signals(self._stop)
         try:
             self._await(query)
@@ -94,6 +160,7 @@ class Connector:
         except Exception as exc:
             if not spark_gone(exc):
                 if self.failure is None:  # the query failed outside a batch (source, planning)
+                    self.metrics.source_read_error()
                     raise FloelineError(f"connector {self.config.name} stopped: "
                                         f"{first_lines(str(exc))}") from exc
                 error = None
@@ -149,6 +216,7 @@ class Connector:
         result = None
         if bounds is not None:
             start, end = bounds
+            self.metrics.processing(end.positions)
             finished = set(end.finished - start.finished)
             result = run_one_pass_batch(self.pipeline, df, batch_id, started, start, end)
         if result is None:
@@ -161,7 +229,11 @@ class Connector:
         """Mirror the positions to the source, measure lag and latency, print the
         progress line. `mids` holds (median timestamp, records) per channel or batch."""
         if (positions and report.records_read) or finished:
-            self.source.after_commit(positions, finished)
+            try:
+                self.source.after_commit(positions, finished)
+            except MirrorError as exc:  # a mirror only: the tables hold the truth
+                log.warning("%s", exc)
+                self.metrics.source_commit_error()
         if report.records_read and ts_min is not None:
             committed_ms = int(time.time() * 1000)
             # p50 over the batch: the record-weighted median of the channels' medians.
@@ -172,8 +244,10 @@ class Connector:
                     report.latency_p50_ms = committed_ms - mid
                     break
             report.latency_max_ms = committed_ms - ts_min
-        report.behind = self.source.lag()
+        heads = self.refresh_heads(max_age_s=0)
+        report.behind = None if heads is None else total_lag(heads)
         report.duration_s = time.time() - started
+        self.metrics.committed(report, positions if report.records_read else {})
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         return report

@@ -11,6 +11,7 @@ from floeline.ingest.dead_letters import dead_letter_queue_for
 from floeline.ingest.snowpipe_sink import SnowpipeSink
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import Tables
+from floeline.ops.metrics import ConnectorMetrics
 from floeline.records import converters as conv
 from floeline.records.avro_schema import column_types
 from floeline.records.decode import needs_python_decode, transform_chain_for
@@ -32,7 +33,9 @@ class Pipeline:
         self.transforms = transform_chain_for(config.raw)
         self.warehouse = Warehouse(config.warehouse)
         self.tables = Tables(spark, self.warehouse, config.name)
-        self.bad = BadRecords(config, spark, self.tables, source, dead_letter_queue_for(config))
+        self.metrics = ConnectorMetrics(config.name, config.database, config.schema)
+        self.bad = BadRecords(config, spark, self.tables, source, dead_letter_queue_for(config),
+                              self.metrics)
         # snowflake.ingestion.method: rows straight into the table (Snowpipe Streaming),
         # or through staged files loaded by the table's pipe (SNOWPIPE).
         self.sink = SnowpipeSink(self) if config.ingestion_method == "SNOWPIPE" else TableSink(self)

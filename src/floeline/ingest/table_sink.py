@@ -105,6 +105,7 @@ class TableSink:
                 # Name the first bad record (raises RecordError) if that was the cause.
                 p.bad.divert(shaped, "_row_error", row_stage, ref, report, after, "_src_")
             state.schema = None  # the table may have changed under us: read it again next time
+            p.metrics.table_commit_error(ref.full_name)
             raise TableError(f"writing to table {ref.full_name} failed: {first_lines(str(exc))}") from exc
         phase("convert+write")
         state.committed = after

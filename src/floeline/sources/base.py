@@ -114,6 +114,31 @@ class Lag:
         return f"{self.value}{self.unit}"
 
 
+@dataclass(frozen=True)
+class Head:
+    """A channel's head in the source: the position of its newest record (None when
+    unknown or the channel is empty) and how far a position is behind it."""
+
+    latest: str | None
+    lag: Lag | None
+
+
+def total_lag(heads: dict[str, Head]) -> Lag | None:
+    """The channels' lags together: records added up, time behind (ms) the largest;
+    None when a channel's lag is unknown."""
+    lags = [h.lag for h in heads.values()]
+    if not lags or any(lag is None for lag in lags) or len({lag.unit for lag in lags}) > 1:
+        return None
+    values = [lag.value for lag in lags]
+    return Lag(max(values) if lags[0].unit else sum(values), lags[0].unit)
+
+
+class MirrorError(Exception):
+    """Mirroring committed positions to the source's own tools (consumer group, lease
+    table) failed: logged and counted by the connector, never fatal (the tables hold
+    the truth)."""
+
+
 class Source(Protocol):
     """A source of records for the shared pipeline (see the module docstring)."""
 
@@ -156,10 +181,13 @@ class Source(Protocol):
 
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         """Mirror committed positions where the source's tools look (Kafka consumer
-        group, Kinesis lease table). Never the truth: the tables are."""
+        group, Kinesis lease table). Never the truth: the tables are. Raises
+        MirrorError when that failed."""
 
-    def lag(self) -> Lag | None:
-        """How far behind the source's head the committed positions are, or None."""
+    def heads(self, committed: dict[str, str] | None = None) -> dict[str, Head]:
+        """Each channel's head and lag behind it: from `committed` (channel -> last
+        committed position) or, when None, from what this connector committed while
+        running. Empty when the source cannot tell; raises when asking it failed."""
 
     def close(self) -> None:
         """Release clients, leases and threads."""

@@ -17,7 +17,7 @@ import time
 from floeline.errors import ServiceUnavailable
 from floeline.naming import table_for_topic
 from floeline.records.metadata import kafka_metadata_sql
-from floeline.sources.base import BatchEnd, Channel, Committed, Lag
+from floeline.sources.base import BatchEnd, Channel, Committed, Head, Lag, MirrorError
 
 log = logging.getLogger("floeline")
 
@@ -140,17 +140,31 @@ class KafkaSource:
         self.next_offsets.update(nexts)
         try:
             self.cluster.commit_group_offsets(self.group, nexts)
-        except Exception as exc:  # lag reporting only; the table holds the truth
-            log.warning("could not advance consumer group %s: %s", self.group, exc)
-
-    def lag(self) -> Lag | None:
-        try:
-            latest = self.cluster.latest(self.next_offsets)
         except Exception as exc:
-            log.warning("could not read latest offsets: %s", exc)
-            return None
-        return Lag(sum(max(0, latest[tp] - pos) for tp, pos in self.next_offsets.items()
-                       if tp in latest))
+            raise MirrorError(f"could not advance consumer group {self.group}: {exc}") from exc
+
+    def heads(self, committed: dict[str, str] | None = None) -> dict[str, Head]:
+        """Per partition: the newest record's offset (the log end offset less one) and
+        the records after the committed offset (the log end offset less the next offset
+        to read, as kafka-consumer-groups counts lag). A partition with nothing
+        committed counts from where the connector would start: the consumer group's
+        offset, else the earliest."""
+        if committed is None:
+            nexts = dict(self.next_offsets)
+        else:
+            partitions = {topic_partition(c.id) for c in self.channels()}
+            partitions |= {topic_partition(c) for c in committed}
+            nexts = {tp: int(committed[channel_id(*tp)]) + 1 for tp in partitions
+                     if channel_id(*tp) in committed}
+            rest = partitions - set(nexts)
+            group = self.cluster.group_offsets(self.group, rest) if rest else {}
+            earliest = self.cluster.earliest(rest - set(group)) if rest - set(group) else {}
+            nexts.update(group)
+            nexts.update(earliest)
+        ends = self.cluster.latest(nexts, bound_s=TIMEOUT_S)
+        return {channel_id(*tp): Head(str(ends[tp] - 1) if ends[tp] > 0 else None,
+                                      Lag(max(0, ends[tp] - nexts[tp])))
+                for tp in sorted(nexts) if tp in ends}
 
     def close(self) -> None:
         pass
@@ -206,7 +220,8 @@ class KafkaCluster:
                 found[name] = len(topic.partitions)
         return found
 
-    def _list_offsets(self, tps: list[tuple[str, int]], spec) -> dict[tuple[str, int], int]:
+    def _list_offsets(self, tps: list[tuple[str, int]], spec,
+                      bound_s: float = 60.0) -> dict[tuple[str, int], int]:
         from confluent_kafka import TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
@@ -217,13 +232,13 @@ class KafkaCluster:
         def list_offsets():
             futures = self.admin.list_offsets(request, request_timeout=TIMEOUT_S)
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-        return retrying(f"listing {spec} offsets", list_offsets)
+        return retrying(f"listing {spec} offsets", list_offsets, bound_s)
 
     def earliest(self, tps):
         return self._list_offsets(list(tps), "earliest")
 
-    def latest(self, tps):
-        return self._list_offsets(list(tps), "latest")
+    def latest(self, tps, bound_s: float = 60.0):
+        return self._list_offsets(list(tps), "latest", bound_s)
 
     def group_offsets(self, group: str, tps) -> dict[tuple[str, int], int]:
         """The group's committed next-offset per partition (absent when none)."""

@@ -29,7 +29,7 @@ import time
 from floeline.errors import ConfigError, ServiceUnavailable
 from floeline.records.metadata import kinesis_metadata_sql
 from floeline.sources import aws as aws_calls
-from floeline.sources.base import BatchEnd, Channel, Committed, Lag
+from floeline.sources.base import BatchEnd, Channel, Committed, Head, Lag, MirrorError
 from floeline.sources.kinesis_leases import LeaseTable, ShardLease, default_worker_id
 from floeline.sources.kinesis_reader import (
     FORMAT, KinesisDataSource, channel_id, decode_offset, split_channel)
@@ -217,11 +217,42 @@ class KinesisSource:
             self.leases.checkpoint({self._lease_key(c): (p, 0) for c, p in positions.items()},
                                    {self._lease_key(c) for c in finished})
         except ServiceUnavailable as exc:  # a mirror only: the tables hold the truth
-            log.warning("could not advance the Kinesis lease table %s: %s",
-                        self.settings.application_name, exc)
+            raise MirrorError(f"could not advance the Kinesis lease table "
+                              f"{self.settings.application_name}: {exc}") from exc
 
-    def lag(self) -> Lag | None:
-        return None
+    def heads(self, committed: dict[str, str] | None = None) -> dict[str, Head]:
+        """For `committed` positions (floeline status): per shard, how long the oldest
+        record after the committed sequence number (after the shard's start when none)
+        has been in the stream, in ms: 0 when none follows. Kinesis does not tell a
+        shard's newest sequence number, so `latest` stays unknown. While running (no
+        `committed`): {} (two calls per shard each batch are not worth it)."""
+        if committed is None:
+            return {}
+        channels = sorted({c.id for c in self.channels()} | set(committed))
+        return {c: Head(None, Lag(self._waiting_ms(c, committed.get(c)), "ms")) for c in channels}
+
+    def _waiting_ms(self, channel: str, position: str | None, max_calls: int = 5) -> int:
+        stream, shard = split_channel(channel)
+        endpoint = self.settings.aws.kinesis_endpoint
+        args = {"StreamName": stream, "ShardId": shard, "ShardIteratorType": "TRIM_HORIZON"}
+        if position is not None:
+            args.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=position)
+        iterator = aws_calls.call(f"Kinesis GetShardIterator on {channel}", self.kinesis.get_shard_iterator,
+                                  endpoint=endpoint, **args)["ShardIterator"]
+        behind = 0
+        for _ in range(max_calls):  # an empty answer may still be short of the tip
+            if iterator is None:  # a closed shard read to its end
+                return 0
+            page = aws_calls.call(f"Kinesis GetRecords on {channel}", self.kinesis.get_records,
+                                  endpoint=endpoint, ShardIterator=iterator, Limit=1)
+            if page.get("Records"):
+                arrived = page["Records"][0]["ApproximateArrivalTimestamp"].timestamp()
+                return max(0, int((time.time() - arrived) * 1000))
+            behind = int(page.get("MillisBehindLatest", 0))
+            if behind == 0:
+                return 0
+            iterator = page.get("NextShardIterator")
+        return behind
 
     def close(self) -> None:
         if self._leased:

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from floeline.naming import table_for_topic
-from floeline.sources.base import BatchEnd, Channel, Committed, Lag, position_after
+from floeline.sources.base import BatchEnd, Channel, Committed, Head, position_after
 
 FORMAT = "floeline_memory"
 SCHEMA = ("channel STRING, position STRING, route STRING, key BINARY, value BINARY, "
@@ -146,8 +146,8 @@ class MemorySource:
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         pass
 
-    def lag(self) -> Lag | None:
-        return None
+    def heads(self, committed: dict[str, str] | None = None) -> dict[str, Head]:
+        return {}
 
     def close(self) -> None:
         pass

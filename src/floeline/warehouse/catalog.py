@@ -11,6 +11,10 @@ from pathlib import Path
 
 from floeline.errors import TableError
 
+# A table's bad records go, when there is no dead-letter queue, to its error table
+# `<TABLE>_ERRORS` beside it (ingest/bad_records.py).
+ERROR_TABLE_SUFFIX = "_ERRORS"
+
 
 @dataclass(frozen=True)
 class TableRef:
@@ -33,6 +37,10 @@ class Warehouse:
     def table(self, database: str, schema: str, name: str) -> TableRef:
         """The table DATABASE.SCHEMA.NAME (names as stored: already normalized)."""
         return TableRef(database, schema, name, str(self.root / database / schema / name))
+
+    def error_table(self, ref: TableRef) -> TableRef:
+        """The error table beside `ref`."""
+        return self.table(ref.database, ref.schema, ref.name + ERROR_TABLE_SUFFIX)
 
     def list_tables(self) -> list[TableRef]:
         """Every Delta table in the warehouse, sorted by full name."""

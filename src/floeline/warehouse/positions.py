@@ -6,6 +6,9 @@ connector that ever wrote to the table, and the channels that are finished (a cl
 Kinesis shard). So the table alone says where to resume: a replayed batch, a lost
 Spark checkpoint or a killed process never duplicates or loses rows.
 
+`floeline status` reads the same positions from the table's Delta log files without
+Spark (committed_in_log, through delta_log.py).
+
 Channels are named as their source names them (`orders/0` for Kafka topic `orders`
 partition 0, `events/shardId-000000000001` for a Kinesis shard); positions are digit
 strings (sources/base.py). Tables written before floeline had sources hold Kafka
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 
 from floeline.sources.base import Committed
+from floeline.warehouse import delta_log
 from floeline.warehouse.catalog import TableRef
 
 _MARK = "floeline.channels"
@@ -67,3 +71,15 @@ def read_committed(spark, ref: TableRef, connector: str) -> Committed:
         if committed is not None:
             return committed
     return Committed()
+
+
+def committed_in_log(table_path: str, connector: str) -> tuple[Committed, delta_log.Commit | None]:
+    """What this connector last committed to the table, read from its Delta log without
+    Spark, and the commit that holds it (None when no commit does)."""
+    if not delta_log.is_table(table_path):
+        return Committed(), None
+    for commit in delta_log.commits_newest_first(table_path):
+        committed = parse_commit_metadata(commit.user_metadata, connector)
+        if committed is not None:
+            return committed, commit
+    return Committed(), None

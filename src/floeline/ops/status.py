@@ -1,0 +1,192 @@
+"""`floeline status CONFIG`: per table and channel, what the table holds (committed
+position, last commit time), the source's head and the lag, and error counts. No
+Spark: the positions come from the tables' Delta logs (warehouse/delta_log.py), the
+heads from the source itself (Kafka: the partitions' log end offsets). It reads what
+a running connector has committed, so it works while one runs and after it stopped.
+
+Positions are shown as floeline keeps them: the last committed record's position
+(Snowflake's offset token; one less than the consumer group's offset). Lag is in
+records for Kafka. Kinesis does not tell a shard's newest sequence number, so for
+Kinesis the latest position is not shown and the lag is time: how long the oldest
+record not yet committed has been in the stream (ms; 0 when none is waiting), from one
+GetRecords of one record after the committed position; a finished (closed and fully
+read) shard says so.
+
+Error counts: the rows of the table's error table `<TABLE>_ERRORS` (bad records when
+there is no dead-letter queue), and the records in the dead-letter topic when one is
+set (all of them: the topic is not split by table)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from floeline.errors import FloelineError
+from floeline.records.decode import transform_chain_for
+from floeline.records.transforms import routed_topic
+from floeline.sources import source_for
+from floeline.sources.base import Head, Lag, position_key, total_lag
+from floeline.warehouse import delta_log
+from floeline.warehouse.catalog import TableRef, Warehouse
+from floeline.warehouse.positions import committed_in_log
+
+
+@dataclass
+class ChannelStatus:
+    channel: str
+    committed: str | None  # the last committed record's position; None: nothing committed
+    latest: str | None  # the source's newest record's position; None: unknown or empty
+    lag: int | None  # behind the source's head, in `lag_unit`; None: unknown
+    lag_unit: str = "records"
+    finished: bool = False  # a closed Kinesis shard read to its end
+
+
+@dataclass
+class TableStatus:
+    table: str  # DB.SCHEMA.TABLE
+    exists: bool
+    rows: int | None = None
+    last_commit: str | None = None  # this connector's last commit to the table (UTC, ISO 8601)
+    version: int | None = None  # that commit's Delta version
+    error_table: str | None = None  # <TABLE>_ERRORS when it exists
+    error_rows: int | None = None
+    lag: int | None = None  # the channels' lags: records added up, or the largest time (ms)
+    lag_unit: str = "records"
+    channels: list[ChannelStatus] = field(default_factory=list)
+
+
+@dataclass
+class ConnectorStatus:
+    connector: str
+    source: str
+    tables: list[TableStatus] = field(default_factory=list)
+    dead_letter_topic: str | None = None
+    dead_letter_records: int | None = None
+    notes: list[str] = field(default_factory=list)  # what could not be read, and why
+
+
+def connector_status(config) -> ConnectorStatus:
+    """The connector's status, read from its tables and its source."""
+    status = ConnectorStatus(config.name, config.source)
+    source = source_for(config)
+    warehouse = Warehouse(config.warehouse)
+    chain = transform_chain_for(config.raw)
+    try:
+        channels = source.channels()
+        routes = {c.route for c in channels}
+    except FloelineError as exc:
+        status.notes.append(f"cannot list the source's channels: {exc}")
+        channels = []
+        routes = set(config.topics) or set(config.kinesis.streams if config.kinesis else ())
+    listed: dict[str, list[str]] = {}  # table -> its channels the source lists
+    refs: dict[str, TableRef] = {}
+    for route in sorted(routes):
+        ref = warehouse.table(config.database, config.schema, source.table_name(routed_topic(chain, route)))
+        refs[ref.full_name] = ref
+        listed.setdefault(ref.full_name, []).extend(c.id for c in channels if c.route == route)
+    held = {name: committed_in_log(ref.path, config.name) for name, ref in refs.items()}
+    positions: dict[str, str] = {}
+    for committed, _commit in held.values():
+        positions.update(committed.positions)
+    heads: dict[str, Head] = {}
+    try:
+        heads = source.heads(positions)
+    except Exception as exc:  # noqa: BLE001 - the tables' side is still worth showing
+        status.notes.append(f"cannot read the source's latest positions: {exc}")
+    if config.source == "kinesis":
+        status.notes.append("Kinesis does not tell a shard's newest sequence number: latest is not "
+                            "shown; lag is how long the oldest record not yet committed has waited")
+    for name, ref in refs.items():
+        committed, commit = held[name]
+        table = TableStatus(name, delta_log.is_table(ref.path))
+        if table.exists:
+            table.rows = delta_log.row_count(ref.path)
+        if commit is not None:
+            table.version = commit.version
+            table.last_commit = _utc(commit.timestamp_ms)
+        errors = warehouse.error_table(ref)
+        if delta_log.is_table(errors.path):
+            table.error_table, table.error_rows = errors.full_name, delta_log.row_count(errors.path)
+        ids = sorted(set(listed[name]) | set(committed.positions) | committed.finished,
+                     key=_channel_order)
+        for channel in ids:
+            head = heads.get(channel) or Head(None, None)
+            lag = head.lag
+            table.channels.append(ChannelStatus(
+                channel, committed.positions.get(channel), head.latest,
+                None if lag is None else lag.value, "records" if lag is None else lag.unit or "records",
+                channel in committed.finished))
+        lag = total_lag({c.channel: Head(None, None if c.lag is None else Lag(
+            c.lag, "" if c.lag_unit == "records" else c.lag_unit)) for c in table.channels})
+        if lag is not None:
+            table.lag, table.lag_unit = lag.value, lag.unit or "records"
+        status.tables.append(table)
+    if config.dlq_topic:
+        status.dead_letter_topic = config.dlq_topic
+        try:
+            status.dead_letter_records = _topic_records(source, config.dlq_topic)
+        except Exception as exc:  # noqa: BLE001
+            status.notes.append(f"cannot count the dead-letter topic's records: {exc}")
+    return status
+
+
+def _topic_records(source, topic: str) -> int:
+    """Records a topic holds now (its partitions' log end less log start offsets)."""
+    cluster = source.cluster
+    counts = cluster.partitions((topic,))
+    tps = [(topic, p) for p in range(counts.get(topic, 0))]
+    latest, earliest = cluster.latest(tps), cluster.earliest(tps)
+    return sum(latest[tp] - earliest.get(tp, 0) for tp in tps)
+
+
+def _channel_order(channel: str):
+    route, _, rest = channel.rpartition("/")
+    return (route, position_key(rest) if rest.isdigit() else (0, rest))
+
+
+def _utc(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")
+
+
+# ---- output -------------------------------------------------------------------------
+
+
+def format_json(status: ConnectorStatus) -> str:
+    return json.dumps(asdict(status), indent=2)
+
+
+def format_text(status: ConnectorStatus) -> str:
+    lines = [f"connector {status.connector} ({status.source})"]
+    for table in status.tables:
+        if not table.exists:
+            lines.append(f"{table.table}: no table yet")
+        else:
+            errors = (f"error_rows={_show(table.error_rows)} ({table.error_table})"
+                      if table.error_table else "error_rows=0")
+            lines.append(f"{table.table}: rows={_show(table.rows)} last_commit={_show(table.last_commit)} "
+                         f"version={_show(table.version)} {errors} lag={_lag(table.lag, table.lag_unit)}")
+        rows = [("CHANNEL", "COMMITTED", "LATEST", "LAG")]
+        for c in table.channels:
+            rows.append((c.channel, _show(c.committed), _show(c.latest),
+                         "finished" if c.finished else _lag(c.lag, c.lag_unit)))
+        if len(rows) > 1:
+            widths = [max(len(r[i]) for r in rows) for i in range(3)]
+            lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + r[3]
+                      for r in rows]
+    if status.dead_letter_topic:
+        lines.append(f"dead-letter topic {status.dead_letter_topic}: "
+                     f"records={_show(status.dead_letter_records)}")
+    lines += [f"note: {n}" for n in status.notes]
+    return "\n".join(lines)
+
+
+def _lag(value: int | None, unit: str) -> str:
+    return _show(value) + ("ms" if value is not None and unit == "ms" else "")
+
+
+def _show(value) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,197 @@
+"""A Delta table's log read straight from its `_delta_log` directory, without Spark:
+what `floeline status` needs (the commits' userMetadata, where positions live, and a
+table's row count) in a process that starts no JVM. Local warehouses only.
+
+Two readings, each right for what it answers:
+
+- Commits, newest first: the JSON commit files `<version>.json`, read from the newest
+  version down. Checkpoints hold no commitInfo (no userMetadata), so they add nothing
+  here; Delta keeps each JSON commit for delta.logRetentionDuration (30 days by
+  default), the same commits DeltaTable.history() reads.
+- The current snapshot (its live files, and so its row count): the newest complete
+  checkpoint (classic `<v>.checkpoint.parquet`, multi-part
+  `<v>.checkpoint.<part>.<parts>.parquet`, or V2 `<v>.checkpoint.<uuid>.json|parquet`
+  with its sidecar files), then every JSON commit after it, in order. A file is
+  identified by its path and its deletion vector, as Delta does; a file's rows are
+  its stats' numRecords less its deletion vector's cardinality."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+LOG_DIR = "_delta_log"
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(
+    r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})|\.([0-9a-fA-F-]{36}))?\.(parquet|json)$")
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit's version, time (ms since the epoch) and userMetadata."""
+
+    version: int
+    timestamp_ms: int | None
+    user_metadata: str | None
+
+
+def log_dir(table_path: str) -> str:
+    if "://" in table_path and not table_path.startswith("file:"):
+        raise ValueError(f"reading the Delta log of {table_path} without Spark is only "
+                         f"supported for a local warehouse")
+    return os.path.join(table_path.removeprefix("file:"), LOG_DIR)
+
+
+def is_table(table_path: str) -> bool:
+    return os.path.isdir(log_dir(table_path))
+
+
+def _commit_versions(directory: str) -> list[int]:
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
+
+
+def _actions(path: str) -> list[dict]:
+    """The actions of a JSON commit (one JSON object per line); [] for a file that a
+    log cleanup deleted since it was listed."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def _commit_file(directory: str, version: int) -> str:
+    return os.path.join(directory, f"{version:020d}.json")
+
+
+def commits_newest_first(table_path: str) -> Iterator[Commit]:
+    """The table's commits still in its log, from the newest down."""
+    directory = log_dir(table_path)
+    for version in reversed(_commit_versions(directory)):
+        info = next((a["commitInfo"] for a in _actions(_commit_file(directory, version))
+                     if "commitInfo" in a), None)
+        if info is None:
+            continue
+        stamp = info.get("inCommitTimestamp", info.get("timestamp"))
+        yield Commit(version, int(stamp) if stamp is not None else None, info.get("userMetadata"))
+
+
+# ---- the snapshot -------------------------------------------------------------------
+
+
+def _checkpoints(directory: str, up_to: int) -> list[tuple[int, list[str]]]:
+    """Complete checkpoints at or below version `up_to`, newest first, each as its
+    version and its files (one, every part of a multi-part one, or one V2 file)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    single: dict[int, list[str]] = {}
+    parts: dict[tuple[int, int], list[str]] = {}
+    for name in names:
+        m = _CHECKPOINT.match(name)
+        if not m:
+            continue
+        version = int(m.group(1))
+        if version > up_to:
+            continue
+        if m.group(2):  # multi-part: complete when every part is there
+            parts.setdefault((version, int(m.group(3))), []).append(name)
+        elif m.group(4):  # V2 (any one of a version's V2 files is a whole checkpoint)
+            single.setdefault(version, [name])
+        else:
+            single[version] = [name]
+    for (version, count), files in parts.items():
+        if len(files) == count and version not in single:
+            single[version] = sorted(files)
+    return sorted(((v, [os.path.join(directory, f) for f in fs]) for v, fs in single.items()),
+                  reverse=True)
+
+
+def _read_checkpoint_file(path: str) -> list[dict]:
+    """The add, remove and sidecar actions of one checkpoint file (parquet or JSON)."""
+    if path.endswith(".json"):
+        return [a for a in _actions(path) if {"add", "remove", "sidecar"} & a.keys()]
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    wanted = [c for c in ("add", "remove", "sidecar") if c in schema.names]
+    table = pq.read_table(path, columns=wanted)
+    actions = []
+    for column in wanted:
+        for value in table.column(column).to_pylist():
+            if value is not None:
+                actions.append({column: value})
+    return actions
+
+
+def _checkpoint_actions(directory: str, files: list[str]) -> list[dict]:
+    actions = []
+    for path in files:
+        for action in _read_checkpoint_file(path):
+            if "sidecar" in action:  # V2: the file actions are in sidecar parquet files
+                sidecar = os.path.join(directory, "_sidecars", action["sidecar"]["path"])
+                actions.extend(_read_checkpoint_file(sidecar))
+            else:
+                actions.append(action)
+    return actions
+
+
+def _file_key(action: dict) -> tuple[str, str | None]:
+    """A data file's identity: its path and its deletion vector's id."""
+    dv = action.get("deletionVector")
+    dv_id = None
+    if dv:
+        dv_id = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}@{dv.get('offset')}"
+    return action["path"], dv_id
+
+
+def live_files(table_path: str) -> list[dict]:
+    """The add actions of the table's current snapshot (its live data files)."""
+    directory = log_dir(table_path)
+    versions = _commit_versions(directory)
+    if not versions:
+        return []
+    latest = versions[-1]
+    files: dict[tuple[str, str | None], dict] = {}
+    start = 0
+    for version, checkpoint in _checkpoints(directory, latest):
+        try:
+            actions = _checkpoint_actions(directory, checkpoint)
+        except (OSError, ValueError):  # being written, or cleaned up: an older one
+            continue
+        for action in actions:
+            if "add" in action:
+                files[_file_key(action["add"])] = action["add"]
+        start = version + 1
+        break
+    for version in range(start, latest + 1):
+        for action in _actions(_commit_file(directory, version)):
+            if "add" in action:
+                files[_file_key(action["add"])] = action["add"]
+            elif "remove" in action:
+                files.pop(_file_key(action["remove"]), None)
+    return list(files.values())
+
+
+def row_count(table_path: str) -> int | None:
+    """The table's rows from its files' statistics, or None when a file has none."""
+    total = 0
+    for add in live_files(table_path):
+        stats = add.get("stats")
+        records = None
+        if isinstance(stats, str) and stats:
+            records = json.loads(stats).get("numRecords")
+        elif isinstance(add.get("stats_parsed"), dict):
+            records = add["stats_parsed"].get("numRecords")
+        if records is None:
+            return None
+        total += int(records) - int((add.get("deletionVector") or {}).get("cardinality") or 0)
+    return total
