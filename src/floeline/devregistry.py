@@ -29,7 +29,7 @@ from floeline.devkafka import cache_dir
 from floeline.devprocess import (
     HOST, command_line, install_once, installed_stamp, last_lines, launch, log_tail, port_free,
     recorded_pid, require_tools, start_lock, stop_process)
-from floeline.errors import ServiceUnavailable
+from floeline.errors import SetupError
 
 APICURIO_VERSION = "2.6.13.Final"
 ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
@@ -66,7 +66,7 @@ def fetch_registry() -> Path:
                               cwd=tmp)
         archives = list(tmp.glob("*.tar.gz"))
         if done.returncode != 0 or not archives:
-            raise ServiceUnavailable(
+            raise SetupError(
                 f"Maven could not fetch {ARTIFACT} (`{' '.join(cmd)}` exited "
                 f"{done.returncode}); check access to Maven's repository. Maven said:\n"
                 f"{last_lines(done.stdout + done.stderr, 30)}")
@@ -74,7 +74,7 @@ def fetch_registry() -> Path:
         with tarfile.open(archives[0]) as archive:
             archive.extractall(staged, filter="data")
         if not (staged / RUNNER_JAR).exists():
-            raise ServiceUnavailable(f"{ARTIFACT} has no {RUNNER_JAR}")
+            raise SetupError(f"{ARTIFACT} has no {RUNNER_JAR}")
         return staged
 
     return install_once(home, APICURIO_VERSION, download)
@@ -119,11 +119,11 @@ def running_url(state_dir: Path | str | None = None) -> str | None:
 
 def _launch(state: Path, port: int, timeout_s: float) -> str:
     if not port_free(port):
-        raise ServiceUnavailable(f"port {port} on {HOST} is already in use; stop that program "
-                                 f"or start the registry on another port")
+        raise SetupError(f"port {port} on {HOST} is already in use; stop that program "
+                         f"or start the registry on another port")
     if shutil.which("java") is None:
-        raise ServiceUnavailable(f"`java` is not on PATH; the schema registry needs it: "
-                                 f"{_INSTALL_HINT}")
+        raise SetupError(f"`java` is not on PATH; the schema registry needs it: "
+                         f"{_INSTALL_HINT}")
     home = fetch_registry()
     url = f"http://{HOST}:{port}{CCOMPAT_PATH}"
     cmd = ["java", "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -140,8 +140,8 @@ def _wait_until_serving(url: str, alive, state: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not alive():
-            raise ServiceUnavailable(f"the schema registry at {url} exited during start; last "
-                                     f"lines of {state / 'registry.log'}:\n{_log_tail(state)}")
+            raise SetupError(f"the schema registry at {url} exited during start; last "
+                             f"lines of {state / 'registry.log'}:\n{_log_tail(state)}")
         try:
             with urllib.request.urlopen(url + "/subjects", timeout=2) as reply:
                 if reply.status == 200:
@@ -149,8 +149,8 @@ def _wait_until_serving(url: str, alive, state: Path, timeout_s: float) -> None:
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.3)
-    raise ServiceUnavailable(f"the schema registry at {url} did not answer within {timeout_s:.0f}s; "
-                             f"last lines of {state / 'registry.log'}:\n{_log_tail(state)}")
+    raise SetupError(f"the schema registry at {url} did not answer within {timeout_s:.0f}s; "
+                     f"last lines of {state / 'registry.log'}:\n{_log_tail(state)}")
 
 
 # ---------------------------------------------------------------- processes
