@@ -57,9 +57,8 @@ class RetryPolicy:
         return replace(self, timeout_s=seconds)
 
     def bound_text(self) -> str:
-        if self.timeout_s is None:
-            return f"{TIMEOUT_KEY}=-1 (forever)"
-        return f"{TIMEOUT_KEY}={int(self.timeout_s * 1000)} ms"
+        """The setting as it would be written, e.g. errors.retry.timeout=120000."""
+        return f"{TIMEOUT_KEY}={-1 if self.timeout_s is None else int(self.timeout_s * 1000)}"
 
 
 DEFAULT = RetryPolicy()
@@ -83,9 +82,10 @@ def _milliseconds(settings: Mapping[str, str], key: str, minimum: int) -> int | 
     except ValueError:
         value = minimum - 1
     if value < minimum:
-        lowest = "-1 (retry forever)" if minimum == -1 else str(minimum)
-        raise ConfigError(f"{key}={raw!r} is not a number of milliseconds; use a whole number "
-                          f">= {lowest}, e.g. {key}=120000")
+        accepted = "-1 (retry forever) or more" if minimum == -1 else f"{minimum} or more"
+        example = 120000 if key == TIMEOUT_KEY else 5000
+        raise ConfigError(f"{key}={raw!r} is not valid; accepted values: a whole number of "
+                          f"milliseconds, {accepted}, e.g. {key}={example}")
     return value
 
 
@@ -148,9 +148,10 @@ def exhausted(what: str, service: str, last: str, fix: str, policy: RetryPolicy,
               attempts: int, waited_s: float) -> RetriesExhausted:
     """The terminal error of a transient one whose bound is spent."""
     return RetriesExhausted(
-        f"{what} still failing after {attempts} attempts over {waited_s:.0f} s: {last}. {fix} "
-        f"Transient errors are retried for {_bound(policy)}; raise {TIMEOUT_KEY} "
-        f"(milliseconds, -1: forever) to wait longer.".replace("  ", " "),
+        f"{what} still failing after {attempts} attempt{'s' * (attempts != 1)} over "
+        f"{waited_s:.0f} s: {last}. {fix} "
+        f"Transient errors are retried for {_bound(policy)} ({policy.bound_text()}); set it "
+        f"higher (milliseconds, -1: forever) to wait longer.".replace("  ", " "),
         service=service, attempts=attempts, waited_s=waited_s)
 
 

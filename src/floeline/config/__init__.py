@@ -24,6 +24,7 @@ from floeline.config.files import parse_properties, settings_from_json
 from floeline.config.kinesis import KinesisSettings
 from floeline.errors import ConfigError, NamingError
 from floeline.naming import TopicTableMap, normalize_identifier
+from floeline.retry import RetryPolicy, policy_from_settings
 
 __all__ = ["ConnectorConfig", "KinesisSettings", "MetadataFlags", "config_from_dict",
            "describe_ignored", "load_config", "parse_properties"]
@@ -45,6 +46,7 @@ TYPED_KEYS = frozenset({
     "errors.tolerance", "errors.log.enable", "errors.log.include.messages",
     "errors.deadletterqueue.topic.name", "errors.deadletterqueue.topic.replication.factor",
     "errors.deadletterqueue.context.headers.enable",
+    "errors.retry.timeout", "errors.retry.delay.max.ms",
     "key.converter", "value.converter",
     "bootstrap.servers",  # Kafka's own name (as in a Kafka Connect worker config)
     "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master", "floeline.source",
@@ -107,7 +109,7 @@ IGNORED_KEYS = frozenset({
     "snowflake.snowpipe.stageFileNameExtensionEnabled",
     # Kafka Connect runtime
     "connector.class", "tasks.max", "tasks.max.enforce", "connector.plugin.version",
-    "config.action.reload", "errors.retry.timeout", "errors.retry.delay.max.ms",
+    "config.action.reload",
 })
 IGNORED_PREFIXES = ("snowflake.oauth.", "jvm.")
 
@@ -169,6 +171,9 @@ class ConnectorConfig:
     ignored_keys: tuple[str, ...]  # keys given that floeline accepts but does not act on
     raw: Mapping[str, str] = field(compare=False, repr=False)  # all settings, read-only (holds secrets)
     kinesis: KinesisSettings | None = None  # floeline.source=kinesis: its kinesis.* / aws.* settings
+    # errors.retry.timeout / errors.retry.delay.max.ms (ms, Kafka Connect's names): how long
+    # transient errors of Kafka, the registry, the DLQ and the query are retried (retry.py).
+    retry: RetryPolicy = RetryPolicy()
 
 
 def config_from_dict(settings: Mapping[str, str]) -> ConnectorConfig:
@@ -326,7 +331,15 @@ class _Reader:
             spark_master=self.text("floeline.spark.master", DEFAULT_SPARK_MASTER),
             ignored_keys=tuple(sorted(k for k in self.settings if _is_ignored(k))),
             raw=MappingProxyType(dict(self.settings)),
+            retry=self.retry_policy(),
         )
+
+    def retry_policy(self) -> RetryPolicy:
+        try:
+            return policy_from_settings(self.settings)
+        except ConfigError as exc:
+            self.problems.append(str(exc))
+            return RetryPolicy()
 
     def ingestion_method(self, source: str) -> tuple[str, bool]:
         """snowflake.ingestion.method and whether schematization is on. With SNOWPIPE the
