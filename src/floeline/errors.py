@@ -111,3 +111,27 @@ class SetupError(FloelineError, Terminal):
 class SqlError(FloelineError, Terminal):
     """A `floeline sql` statement cannot be parsed, translated or run. The message
     names the statement, the position (line/col) when known, and the problem."""
+
+
+# ---- errors that cross from a Spark worker to the driver -------------------------------
+# A record's decode error travels as text in its row. Whether it is the record's fault
+# or fails the whole batch, and then whether a retry may help, is decided where the
+# exception is, by its type, and travels as one of these words.
+
+BATCH_TRANSIENT = "transient"
+BATCH_TERMINAL = "terminal"
+
+
+def batch_failure_kind(exc: BaseException) -> str | None:
+    """None when `exc` is a record's own fault (a RecordError, or an error a decoder
+    raised on the record's bytes), for the error rules to route; else how it fails
+    the batch: BATCH_TRANSIENT (a service that may come back) or BATCH_TERMINAL (a
+    bound spent, a setting wrong)."""
+    if isinstance(exc, RecordError) or not isinstance(exc, FloelineError):
+        return None
+    return BATCH_TRANSIENT if isinstance(exc, Transient) else BATCH_TERMINAL
+
+
+def batch_failure(kind: str, message: str) -> FloelineError:
+    """The driver's exception for a row whose error failed the batch (see above)."""
+    return ServiceUnavailable(message) if kind == BATCH_TRANSIENT else ServiceError(message)
