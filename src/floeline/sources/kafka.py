@@ -218,9 +218,10 @@ class KafkaCluster:
         timeout_s), retried while Kafka's error is transient."""
         policy = policy or self.policy
         # One request waits at most TIMEOUT_S (librdkafka's own default is 60 s), and
-        # no longer than the whole bound.
-        timeout_s = max(1.0, min(TIMEOUT_S, policy.timeout_s if policy.timeout_s is not None
-                                 else TIMEOUT_S))
+        # at most half the bound, so a request that hangs on a client gone stale after
+        # a broker restart is tried again on a fresh one within the bound.
+        bound = policy.timeout_s if policy.timeout_s is not None else TIMEOUT_S
+        timeout_s = max(1.0, min(TIMEOUT_S, bound / 2))
         return kafka_call(f"Kafka {what} at bootstrap.servers={self.bootstrap}",
                           lambda: fn(timeout_s), policy, before_retry=self._fresh_admin,
                           also_transient=also_transient)
