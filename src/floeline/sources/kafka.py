@@ -260,20 +260,32 @@ class KafkaCluster:
         return self._list_offsets(list(tps), "latest", policy)
 
     def group_offsets(self, group: str, tps) -> dict[tuple[str, int], int]:
-        """The group's committed next-offset per partition (absent when none)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        """The group's committed next-offset per partition (absent when none).
+
+        Read by a consumer of the group (committed(), which joins nothing), not the
+        admin client's ListConsumerGroupOffsets: librdkafka (2.16 here, unchanged in its
+        newest source) crashes the process when an admin client's OffsetFetch is answered
+        NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE, as a broker that is starting
+        answers (it asks the absent consumer group to find the coordinator again)."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         tps = list(tps)
         if not tps:
             return {}
 
-        def list_group_offsets(timeout_s):
-            request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])
-            return self.admin.list_consumer_group_offsets(
-                [request], request_timeout=timeout_s)[group].result()
-        result = self.call(f"ListConsumerGroupOffsets of group {group}", list_group_offsets)
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
-                if tp.offset >= 0}
+        def committed(timeout_s):
+            consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
+                                 "enable.auto.commit": False, "log_level": 2})
+            try:
+                found = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=timeout_s)
+            finally:
+                consumer.close()
+            failed = [tp.error for tp in found if tp.error is not None]
+            if failed:
+                raise KafkaException(failed[0])
+            return found
+        result = self.call(f"OffsetFetch of group {group}", committed)
+        return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}
 
     def commit_group_offsets(self, group: str, next_offsets: dict[tuple[str, int], int],
                              policy: RetryPolicy | None = None) -> None:
