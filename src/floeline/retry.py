@@ -149,7 +149,7 @@ def exhausted(what: str, service: str, last: str, fix: str, policy: RetryPolicy,
     """The terminal error of a transient one whose bound is spent."""
     return RetriesExhausted(
         f"{what} still failing after {attempts} attempt{'s' * (attempts != 1)} over "
-        f"{waited_s:.0f} s: {last}. {fix} "
+        f"{waited_s:.0f} s: {last.rstrip('.')}. {fix} "
         f"Transient errors are retried for {_bound(policy)} ({policy.bound_text()}); set it "
         f"higher (milliseconds, -1: forever) to wait longer.".replace("  ", " "),
         service=service, attempts=attempts, waited_s=waited_s)
