@@ -86,3 +86,27 @@ def test_terminal_failure_is_not_restarted(spark, memory_log, make_config):
     with pytest.raises(TableError, match="table dropped"):
         run(spark, config, source)
     assert source.raised == 1
+
+
+def test_java_errors_are_classed_by_the_jvm(spark):
+    """A query failure whose Java cause is a Kafka RetriableException (or a timeout) is
+    transient, however deep Spark wraps it; anything else is a terminal QueryError."""
+    from floeline.errors import QueryError, Transient
+    from floeline.ingest.connector import is_transient_java, query_failure
+
+    jvm = spark._jvm
+
+    class Captured(Exception):  # what PySpark raises for a Java error: the throwable in _origin
+        def __init__(self, throwable):
+            super().__init__(throwable.toString())
+            self._origin = throwable
+
+    kafka_timeout = jvm.org.apache.kafka.common.errors.TimeoutException("Timed out waiting for a node")
+    wrapped = jvm.org.apache.spark.SparkException("Job aborted", jvm.java.lang.RuntimeException(
+        "task failed", kafka_timeout))
+    assert is_transient_java(Captured(wrapped))
+    assert isinstance(query_failure("c", Captured(wrapped)), Transient)
+    lost = jvm.java.lang.IllegalStateException("Cannot fetch offset 5 (data loss)")
+    assert not is_transient_java(Captured(lost))
+    assert isinstance(query_failure("c", Captured(lost)), QueryError)
+    assert not is_transient_java(ValueError("not Java"))
