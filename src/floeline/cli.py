@@ -38,8 +38,8 @@ def _show_kafka_routes(config) -> None:
         try:
             from floeline.sources.kafka import KafkaCluster
 
-            topics = sorted(KafkaCluster(config.bootstrap_servers).partitions(
-                pattern=config.topics_regex))
+            cluster = KafkaCluster(config.bootstrap_servers, config.retry.at_most(10))
+            topics = sorted(cluster.partitions(pattern=config.topics_regex))
         except FloelineError as exc:
             print(f"(cannot list matching topics: {exc})", file=sys.stderr)
     chain = transform_chain_for(config.raw)

@@ -32,7 +32,7 @@ from floeline.devprocess import (
     HOST, command_line, install_once, installed_stamp, last_lines, launch, next_or_free_port,
     poll_until_serving, port_accepts, port_free, port_from_env, recorded_pid, require_tools,
     start_lock, stop_process)
-from floeline.errors import ServiceUnavailable
+from floeline.errors import SetupError
 
 KINESIS_LOCAL_VERSION = "0.6.2"
 REGION = "us-east-1"
@@ -105,7 +105,7 @@ def install_kinesis_local() -> Path:
         done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
                               cwd=staged)
         if done.returncode != 0 or not (staged / "node_modules/kinesis-local/main.js").exists():
-            raise ServiceUnavailable(
+            raise SetupError(
                 f"npm could not install kinesis-local {KINESIS_LOCAL_VERSION} (`{' '.join(cmd)}` "
                 f"exited {done.returncode}); check access to the npm registry and your ~/.npmrc. "
                 f"npm said:\n{last_lines(done.stdout + done.stderr, 30)}")
@@ -175,18 +175,18 @@ def endpoint_lines(endpoints: dict[str, str]) -> list[str]:
 
 def _check_can_launch(service: Service, state: Path, port: int) -> None:
     if port_accepts(port) or not port_free(port):
-        raise ServiceUnavailable(
+        raise SetupError(
             f"port {port} on {HOST} is already in use by another program (not the local "
             f"{'/'.join(service.labels)} of {state}); stop that program or pick another port with "
             f"{service.port_option} <port> or {service.port_env}=<port>")
     if service is KINESIS:
         if installed_stamp(kinesis_local_dir()) != KINESIS_LOCAL_VERSION:
-            raise ServiceUnavailable(
+            raise SetupError(
                 f"kinesis-local {KINESIS_LOCAL_VERSION} (the local Kinesis) is not installed in "
                 f"{kinesis_local_dir()}; run `floeline setup` (or `make setup`)")
         if shutil.which("node") is None:
-            raise ServiceUnavailable(f"`node` is not on PATH; kinesis-local (the local Kinesis) "
-                                     f"runs on it: {NODE_INSTALL_HINT}")
+            raise SetupError(f"`node` is not on PATH; kinesis-local (the local Kinesis) "
+                             f"runs on it: {NODE_INSTALL_HINT}")
 
 
 def _launch(service: Service, state: Path, port: int, timeout_s: float) -> str:

@@ -26,7 +26,7 @@ from typing import Callable
 from floeline.devprocess import (
     HOST, command_line, install_once, installed_stamp, last_lines, launch, log_tail, port_accepts,
     port_free, recorded_pid, require_tools, start_lock, stop_process)
-from floeline.errors import FloelineError, ServiceUnavailable
+from floeline.errors import FloelineError, SetupError
 
 KAFKA_VERSION = "4.1.2"
 DEFAULT_PORT = 19092
@@ -89,7 +89,7 @@ def fetch_broker_jars() -> Path:
         done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode != 0 or not any(staged.glob("kafka_2.13-*.jar")):
             output = last_lines(done.stdout + done.stderr, 30)
-            raise ServiceUnavailable(
+            raise SetupError(
                 f"Maven could not fetch the Kafka {KAFKA_VERSION} broker jars "
                 f"(`{' '.join(cmd)}` exited {done.returncode}); check network access to "
                 f"Maven's repository and your ~/.m2/settings.xml. Maven said:\n{output}")
@@ -148,13 +148,13 @@ def running_bootstrap(state_dir: Path | str | None = None) -> str | None:
 
 def _launch(state: Path, port: int, timeout_s: float) -> str:
     if port_accepts(port) or not port_free(port):
-        raise ServiceUnavailable(
+        raise SetupError(
             f"port {port} on {HOST} is already in use by another program (not the floeline "
             f"broker of {state}); stop that program or pick another port with "
             f"FLOELINE_KAFKA_PORT=<port> (or `port=` / --port)")
     if shutil.which("java") is None:
-        raise ServiceUnavailable(f"`java` is not on PATH; the local Kafka broker needs it: "
-                                 f"{_INSTALL_HINT}")
+        raise SetupError(f"`java` is not on PATH; the local Kafka broker needs it: "
+                         f"{_INSTALL_HINT}")
     libs = fetch_broker_jars()
     controller_port = _pick_controller_port(port)
     props = state / "server.properties"
@@ -179,7 +179,7 @@ def _format_storage(java: list[str], props: Path) -> None:
                   "-t", _new_cluster_id(), "-c", str(props)]
     done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
-        raise ServiceUnavailable(
+        raise SetupError(
             f"formatting the Kafka storage failed (exit {done.returncode}) with "
             f"`{' '.join(cmd)}`:\n{last_lines(done.stdout + done.stderr, 30)}")
 
@@ -248,8 +248,8 @@ def _wait_until_serving(bootstrap: str, alive: Callable[[], bool], state: Path,
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not alive():
-            raise ServiceUnavailable(f"the Kafka broker at {bootstrap} exited during start; "
-                                     f"last lines of {state / 'broker.log'}:\n{_log_tail(state)}")
+            raise SetupError(f"the Kafka broker at {bootstrap} exited during start; "
+                             f"last lines of {state / 'broker.log'}:\n{_log_tail(state)}")
         if port_accepts(port):
             # log_level 0: librdkafka would otherwise print connection errors while we poll
             admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -259,7 +259,7 @@ def _wait_until_serving(bootstrap: str, alive: Callable[[], bool], state: Path,
             except KafkaException:
                 pass
         time.sleep(0.2)
-    raise ServiceUnavailable(
+    raise SetupError(
         f"the Kafka broker at {bootstrap} did not answer within {timeout_s:.0f}s; "
         f"last lines of {state / 'broker.log'}:\n{_log_tail(state)}")
 
@@ -276,7 +276,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
         future.result(timeout=60)
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise ServiceUnavailable(f"creating topic {name!r} on {bootstrap} failed: {exc}") from exc
+            raise SetupError(f"creating topic {name!r} on {bootstrap} failed: {exc}") from exc
     deadline = time.monotonic() + 30
     while True:
         topic = admin.list_topics(topic=name, timeout=10).topics.get(name)
@@ -284,7 +284,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
                 and all(p.leader >= 0 for p in topic.partitions.values()):
             break
         if time.monotonic() > deadline:
-            raise ServiceUnavailable(f"topic {name!r} on {bootstrap} has no leader after 30s")
+            raise SetupError(f"topic {name!r} on {bootstrap} has no leader after 30s")
         time.sleep(0.1)
     if len(topic.partitions) != partitions:
         raise FloelineError(f"topic {name!r} on {bootstrap} already exists with "

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from floeline.errors import FloelineError, ServiceUnavailable
+from floeline.errors import FloelineError, SetupError
 
 HOST = "127.0.0.1"
 COMPLETE_MARKER = ".floeline-complete"
@@ -155,13 +155,13 @@ def poll_until_serving(what: str, log: Path, answers: Callable[[], bool],
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not alive():
-            raise ServiceUnavailable(f"{what} exited during start; last lines of {log}:\n"
-                                     f"{log_tail(log)}")
+            raise SetupError(f"{what} exited during start; last lines of {log}:\n"
+                             f"{log_tail(log)}")
         if answers():
             return
         time.sleep(0.2)
-    raise ServiceUnavailable(f"{what} did not answer within {timeout_s:.0f}s; last lines of "
-                             f"{log}:\n{log_tail(log)}")
+    raise SetupError(f"{what} did not answer within {timeout_s:.0f}s; last lines of "
+                     f"{log}:\n{log_tail(log)}")
 
 
 def log_tail(log: Path, n: int = 30) -> str:
@@ -179,11 +179,11 @@ def last_lines(text: str, n: int) -> str:
 
 def require_tools(tools, needed_for: str, hint: str) -> None:
     """Fail with the install hint when a set-up tool (java, mvn, node, npm) is missing."""
-    from floeline.errors import ServiceUnavailable
+    from floeline.errors import SetupError
 
     for tool in tools:
         if shutil.which(tool) is None:
-            raise ServiceUnavailable(f"`{tool}` is not on PATH; {needed_for}: {hint}")
+            raise SetupError(f"`{tool}` is not on PATH; {needed_for}: {hint}")
 
 
 def installed_stamp(home: Path) -> str | None:

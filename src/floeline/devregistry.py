@@ -7,7 +7,9 @@ Confluent serializers and clients talk to it unchanged (POST
 /subjects/{subject}/versions, GET /schemas/ids/{id}, ...). Its runnable distribution
 (`io.apicurio:apicurio-registry-app:<version>:tar.gz:all`) comes from Maven Central,
 fetched once with `mvn dependency:copy` and unpacked under `cache_dir()`. Schemas live
-in memory: a restart forgets them.
+in memory, so a restart forgets them, unless it is started `persistent`: then they are
+kept in an H2 file in its state directory, as a production registry keeps them in its
+own storage, and a restart (the fault tests stop it mid-stream) serves the same ids.
 
 As with devkafka, everything about one registry (pid, port, log) lives in its state
 directory, which is how `start`, `stop` and `running_url` find it.
@@ -29,7 +31,7 @@ from floeline.devkafka import cache_dir
 from floeline.devprocess import (
     HOST, command_line, install_once, installed_stamp, last_lines, launch, log_tail, port_free,
     recorded_pid, require_tools, start_lock, stop_process)
-from floeline.errors import ServiceUnavailable
+from floeline.errors import SetupError
 
 APICURIO_VERSION = "2.6.13.Final"
 ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
@@ -66,7 +68,7 @@ def fetch_registry() -> Path:
                               cwd=tmp)
         archives = list(tmp.glob("*.tar.gz"))
         if done.returncode != 0 or not archives:
-            raise ServiceUnavailable(
+            raise SetupError(
                 f"Maven could not fetch {ARTIFACT} (`{' '.join(cmd)}` exited "
                 f"{done.returncode}); check access to Maven's repository. Maven said:\n"
                 f"{last_lines(done.stdout + done.stderr, 30)}")
@@ -74,7 +76,7 @@ def fetch_registry() -> Path:
         with tarfile.open(archives[0]) as archive:
             archive.extractall(staged, filter="data")
         if not (staged / RUNNER_JAR).exists():
-            raise ServiceUnavailable(f"{ARTIFACT} has no {RUNNER_JAR}")
+            raise SetupError(f"{ARTIFACT} has no {RUNNER_JAR}")
         return staged
 
     return install_once(home, APICURIO_VERSION, download)
@@ -83,10 +85,11 @@ def fetch_registry() -> Path:
 # ---------------------------------------------------------------- start / stop
 
 def start(state_dir: Path | str | None = None, port: int | None = None,
-          timeout_s: float = 120) -> str:
+          timeout_s: float = 120, persistent: bool = False) -> str:
     """Start the registry for `state_dir` (or find it running) and return its
     Confluent-compatible base URL, http://127.0.0.1:PORT/apis/ccompat/v7, once it
-    answers GET /subjects. Idempotent, like devkafka.start."""
+    answers GET /subjects. Idempotent, like devkafka.start. `persistent`: keep the
+    schemas in the state directory across restarts (see the module doc)."""
     state = _state_dir(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     with start_lock(state):
@@ -95,7 +98,7 @@ def start(state_dir: Path | str | None = None, port: int | None = None,
             url = (state / "url").read_text().strip()
             _wait_until_serving(url, lambda: _is_our_registry(pid, state), state, timeout_s)
             return url
-        return _launch(state, port if port is not None else DEFAULT_PORT, timeout_s)
+        return _launch(state, port if port is not None else DEFAULT_PORT, timeout_s, persistent)
 
 
 def stop(state_dir: Path | str | None = None, timeout_s: float = 30) -> bool:
@@ -117,19 +120,21 @@ def running_url(state_dir: Path | str | None = None) -> str | None:
         return None
 
 
-def _launch(state: Path, port: int, timeout_s: float) -> str:
+def _launch(state: Path, port: int, timeout_s: float, persistent: bool = False) -> str:
     if not port_free(port):
-        raise ServiceUnavailable(f"port {port} on {HOST} is already in use; stop that program "
-                                 f"or start the registry on another port")
+        raise SetupError(f"port {port} on {HOST} is already in use; stop that program "
+                         f"or start the registry on another port")
     if shutil.which("java") is None:
-        raise ServiceUnavailable(f"`java` is not on PATH; the schema registry needs it: "
-                                 f"{_INSTALL_HINT}")
+        raise SetupError(f"`java` is not on PATH; the schema registry needs it: "
+                         f"{_INSTALL_HINT}")
     home = fetch_registry()
     url = f"http://{HOST}:{port}{CCOMPAT_PATH}"
     cmd = ["java", "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
            f"-Dfloeline.registry.state={state}",  # identifies the process as ours
            f"-Dquarkus.http.port={port}", f"-Dquarkus.http.host={HOST}",
            "-Dquarkus.log.console.color=false",
+           *([f"-Dquarkus.datasource.jdbc.url=jdbc:h2:file:{state / 'schemas' / 'registry'}"]
+             if persistent else []),
            "-jar", str(home / RUNNER_JAR)]
     launch(cmd, state, "registry", "url", url,
            lambda alive: _wait_until_serving(url, alive, state, timeout_s))
@@ -140,8 +145,8 @@ def _wait_until_serving(url: str, alive, state: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not alive():
-            raise ServiceUnavailable(f"the schema registry at {url} exited during start; last "
-                                     f"lines of {state / 'registry.log'}:\n{_log_tail(state)}")
+            raise SetupError(f"the schema registry at {url} exited during start; last "
+                             f"lines of {state / 'registry.log'}:\n{_log_tail(state)}")
         try:
             with urllib.request.urlopen(url + "/subjects", timeout=2) as reply:
                 if reply.status == 200:
@@ -149,8 +154,8 @@ def _wait_until_serving(url: str, alive, state: Path, timeout_s: float) -> None:
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.3)
-    raise ServiceUnavailable(f"the schema registry at {url} did not answer within {timeout_s:.0f}s; "
-                             f"last lines of {state / 'registry.log'}:\n{_log_tail(state)}")
+    raise SetupError(f"the schema registry at {url} did not answer within {timeout_s:.0f}s; "
+                     f"last lines of {state / 'registry.log'}:\n{_log_tail(state)}")
 
 
 # ---------------------------------------------------------------- processes

@@ -2,15 +2,31 @@
 each subclass says where the problem came from. Every message says what is wrong,
 where, and how to fix it.
 
-Terminal vs transient follows dlt: a ConfigError or a RecordError will not go away
-by retrying; a ServiceUnavailable (broker down) may."""
+Terminal vs transient follows dlt's split, as two mixin types: an error that is a
+`Transient` may go away by itself (a broker still starting, a leader election, a
+registry restart, throttling), so floeline retries it with backoff and a bound
+(floeline/retry.py); a `Terminal` one will not (a bad setting, a bad record, access
+denied), so it stops at once with its message. Code asks `isinstance(exc, Transient)`,
+never a class name. An error that is neither is treated as terminal.
+
+A transient error that outlasts its bound is raised as RetriesExhausted, a terminal
+error: the bound is spent, so nothing retries it again and the connector stops with
+a message naming the service, the call, the fix and the setting that bounds retries."""
+
+
+class Transient(Exception):
+    """Mixin: retrying later may succeed."""
+
+
+class Terminal(Exception):
+    """Mixin: retrying cannot fix it; stop with the message."""
 
 
 class FloelineError(Exception):
     """Base of every error floeline raises on purpose."""
 
 
-class ConfigError(FloelineError):
+class ConfigError(FloelineError, Terminal):
     """A connector setting is missing, unknown or invalid. Terminal."""
 
 
@@ -18,7 +34,7 @@ class NamingError(ConfigError):
     """A topic, table or topic2table.map entry cannot be turned into a table name."""
 
 
-class RecordError(FloelineError):
+class RecordError(FloelineError, Terminal):
     """A source record cannot be ingested (bad JSON, wrong shape, wrong type).
     Carries the record's coordinates so the message can name it: `where` as its source
     describes it (`topic=orders partition=0 offset=5`, `stream=s shardId=... ...`), or
@@ -54,14 +70,68 @@ class TransformError(RecordError):
                              self.alias, self.transform))
 
 
-class TableError(FloelineError):
+class TableError(FloelineError, Terminal):
     """A warehouse table cannot be created, evolved or written. Terminal."""
 
 
-class ServiceUnavailable(FloelineError):
-    """Kafka, Java or another service floeline needs cannot be reached. Transient."""
+class ServiceUnavailable(FloelineError, Transient):
+    """A service floeline calls (Kafka, Kinesis, DynamoDB, S3, SQS, the schema
+    registry) cannot be reached right now or answered with an error it calls
+    retriable. Transient: retried with backoff until the bound (retry.py)."""
 
 
-class SqlError(FloelineError):
+class RetriesExhausted(FloelineError, Terminal):
+    """A transient error that was retried until its bound was spent. The message names
+    the service, the call, the last error, how to fix it and the setting that bounds
+    the retries. Terminal: nothing retries it again, the connector stops."""
+
+    def __init__(self, message: str, service: str = "", attempts: int = 0, waited_s: float = 0.0):
+        super().__init__(message)
+        self.service, self.attempts, self.waited_s = service, attempts, waited_s
+
+    def __reduce__(self):  # keep the fields when pickled (Spark ships errors between processes)
+        return (type(self), (str(self), self.service, self.attempts, self.waited_s))
+
+
+class ServiceError(FloelineError, Terminal):
+    """A service refused a call in a way retrying cannot fix (access denied, a topic
+    that does not exist, a malformed request). Terminal."""
+
+
+class QueryError(FloelineError, Terminal):
+    """The connector's streaming query failed with an error retrying cannot fix, or
+    Spark itself ended under it. Terminal."""
+
+
+class SetupError(FloelineError, Terminal):
+    """A tool or local service floeline's set-up needs (java, mvn, npm, a free port, a
+    dev broker that would not start) is missing or failed. Terminal: fix the machine."""
+
+
+class SqlError(FloelineError, Terminal):
     """A `floeline sql` statement cannot be parsed, translated or run. The message
     names the statement, the position (line/col) when known, and the problem."""
+
+
+# ---- errors that cross from a Spark worker to the driver -------------------------------
+# A record's decode error travels as text in its row. Whether it is the record's fault
+# or fails the whole batch, and then whether a retry may help, is decided where the
+# exception is, by its type, and travels as one of these words.
+
+BATCH_TRANSIENT = "transient"
+BATCH_TERMINAL = "terminal"
+
+
+def batch_failure_kind(exc: BaseException) -> str | None:
+    """None when `exc` is a record's own fault (a RecordError, or an error a decoder
+    raised on the record's bytes), for the error rules to route; else how it fails
+    the batch: BATCH_TRANSIENT (a service that may come back) or BATCH_TERMINAL (a
+    bound spent, a setting wrong)."""
+    if isinstance(exc, RecordError) or not isinstance(exc, FloelineError):
+        return None
+    return BATCH_TRANSIENT if isinstance(exc, Transient) else BATCH_TERMINAL
+
+
+def batch_failure(kind: str, message: str) -> FloelineError:
+    """The driver's exception for a row whose error failed the batch (see above)."""
+    return ServiceUnavailable(message) if kind == BATCH_TRANSIENT else ServiceError(message)

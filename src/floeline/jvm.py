@@ -23,7 +23,7 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 
-from floeline.errors import ServiceUnavailable
+from floeline.errors import SetupError
 
 _SOURCES = ("KnownKeys.java", "PushTime.java")
 PUSH_TIME_FUNCTION = "floeline_push_time_ms"
@@ -50,8 +50,8 @@ def jar_path() -> Path:
         return jar
     javac = shutil.which("javac")
     if javac is None:
-        raise ServiceUnavailable("`javac` is not on PATH; floeline compiles its Spark functions at "
-                                 "set-up and needs a JDK 17: apt-get install openjdk-17-jdk-headless")
+        raise SetupError("`javac` is not on PATH; floeline compiles its Spark functions at "
+                         "set-up and needs a JDK 17: apt-get install openjdk-17-jdk-headless")
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="floeline-jvm-") as work:
         paths = []
@@ -63,8 +63,8 @@ def jar_path() -> Path:
                                "-cp", str(_pyspark_jars() / "*"), *map(str, paths)],
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
-            raise ServiceUnavailable(f"javac could not compile {', '.join(_SOURCES)}:\n"
-                                     f"{done.stderr[-2000:]}")
+            raise SetupError(f"javac could not compile {', '.join(_SOURCES)}:\n"
+                             f"{done.stderr[-2000:]}")
         partial = jar.with_suffix(f".{os.getpid()}.tmp")
         try:
             with zipfile.ZipFile(partial, "w") as out:

@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 
 from floeline import jvm
-from floeline.errors import ServiceUnavailable
+from floeline.errors import SetupError
 
 log = logging.getLogger("floeline")
 
@@ -51,14 +51,14 @@ def token_provider_jar() -> Path:
     if jar.exists():
         return jar
     if shutil.which("mvn") is None:
-        raise ServiceUnavailable("`mvn` is not on PATH; floeline's set-up fetches a Spark jar "
-                                 "with it: apt-get install maven")
+        raise SetupError("`mvn` is not on PATH; floeline's set-up fetches a Spark jar "
+                         "with it: apt-get install maven")
     jar.parent.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["mvn", "-q", "-B", "dependency:copy", f"-Dartifact={TOKEN_PROVIDER}",
                            f"-DoutputDirectory={jar.parent}"],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if done.returncode != 0 or not jar.exists():
-        raise ServiceUnavailable(f"Maven could not fetch {TOKEN_PROVIDER}:\n{done.stdout[-2000:]}")
+        raise SetupError(f"Maven could not fetch {TOKEN_PROVIDER}:\n{done.stdout[-2000:]}")
     return jar
 
 
@@ -79,8 +79,8 @@ def s3a_jars() -> list[Path]:
 
     def fetch(tmp: Path) -> Path:
         if shutil.which("mvn") is None:
-            raise ServiceUnavailable("`mvn` is not on PATH; floeline's set-up fetches the s3a jars "
-                                     "with it: apt-get install maven")
+            raise SetupError("`mvn` is not on PATH; floeline's set-up fetches the s3a jars "
+                             "with it: apt-get install maven")
         pom = tmp / "s3a-pom.xml"
         pom.write_text(resources.files("floeline.resources").joinpath("s3a-pom.xml").read_text())
         jars = tmp / "jars"
@@ -88,8 +88,8 @@ def s3a_jars() -> list[Path]:
                                "-DincludeScope=runtime", f"-DoutputDirectory={jars}"],
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode != 0 or not list(jars.glob("hadoop-aws-*.jar")):
-            raise ServiceUnavailable(f"Maven could not fetch the s3a jars (resources/s3a-pom.xml):\n"
-                                     f"{done.stdout[-2000:]}{done.stderr[-1000:]}")
+            raise SetupError(f"Maven could not fetch the s3a jars (resources/s3a-pom.xml):\n"
+                             f"{done.stdout[-2000:]}{done.stderr[-1000:]}")
         return jars
 
     return sorted(install_once(home, S3A_VERSION, fetch).glob("*.jar"))
@@ -100,7 +100,7 @@ def _floeline_jar() -> list[str]:
     Spark then runs every micro-batch on the general path."""
     try:
         return [str(jvm.jar_path())]
-    except ServiceUnavailable as exc:
+    except SetupError as exc:
         log.warning("%s\nWithout it every micro-batch takes the general path (slower).", exc)
         return []
 

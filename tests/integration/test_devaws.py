@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from floeline import devaws
-from floeline.errors import ServiceUnavailable
+from floeline.errors import SetupError
 
 pytestmark = pytest.mark.integration
 
@@ -126,7 +126,7 @@ def test_port_taken_by_another_program(state):
 def test_a_service_that_dies_is_reported_with_its_log(state, monkeypatch):
     monkeypatch.setattr(devaws, "_moto_command", lambda port: (
         [sys.executable, "-c", "import sys; sys.exit('moto cannot start: simulated')"], None))
-    with pytest.raises(ServiceUnavailable, match="(?s)dynamodb.*exited during start.*simulated"):
+    with pytest.raises(SetupError, match="(?s)dynamodb.*exited during start.*simulated"):
         devaws.start(state, kinesis_port=free_port(), moto_port=free_port())
     assert devaws.running_endpoints(state) == {}
 

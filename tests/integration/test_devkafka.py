@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from floeline import devkafka
-from floeline.errors import FloelineError, ServiceUnavailable
+from floeline.errors import FloelineError, SetupError
 
 pytestmark = pytest.mark.integration
 
@@ -89,5 +89,5 @@ def test_port_taken_by_another_program(tmp_path):
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        with pytest.raises(ServiceUnavailable, match=f"port {port}.*FLOELINE_KAFKA_PORT"):
+        with pytest.raises(SetupError, match=f"port {port}.*FLOELINE_KAFKA_PORT"):
             devkafka.start(tmp_path / "kafka", port=port)

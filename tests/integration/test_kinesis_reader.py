@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from floeline.errors import FloelineError, ServiceUnavailable
+from floeline.errors import FloelineError, RetriesExhausted
 from floeline.sources import kinesis_reader
 from floeline.sources.kinesis_reader import (
     FORMAT, SCHEMA, KinesisDataSource, KinesisStreamReader, Spec, decode_offset)
@@ -342,7 +342,7 @@ def test_unreachable_endpoint_names_the_setting(aws, monkeypatch):
         port = s.getsockname()[1]  # closed once the block ends: nothing listens
     spec = make_spec(aws, "orders")
     spec["aws"]["kinesis_endpoint"] = f"http://127.0.0.1:{port}"
-    with pytest.raises(ServiceUnavailable, match=f"kinesis.endpoint=http://127.0.0.1:{port}"):
+    with pytest.raises(RetriesExhausted, match=f"kinesis.endpoint=http://127.0.0.1:{port}"):
         KinesisStreamReader(Spec.parse(json.dumps(spec))).initialOffset()
 
 

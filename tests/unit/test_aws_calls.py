@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from floeline.config.kinesis import AwsSettings
-from floeline.errors import ConfigError, FloelineError, ServiceUnavailable
+from floeline.errors import ConfigError, FloelineError, RetriesExhausted
 from floeline.sources import aws
 
 
@@ -33,7 +33,7 @@ def test_retries_stop_at_the_bound_with_a_clear_error():
     def throttled():
         raise client_error("ProvisionedThroughputExceededException")
     started = time.monotonic()
-    with pytest.raises(ServiceUnavailable, match="still failing after .* attempts"):
+    with pytest.raises(RetriesExhausted, match="still failing after .* attempts"):
         aws.call("Kinesis GetRecords on shard X", throttled, bound_s=0.5)
     assert time.monotonic() - started < 10
 
@@ -65,7 +65,7 @@ def test_an_unreachable_endpoint_is_retried_then_reported():
     endpoint = f"http://127.0.0.1:{port}"
     kinesis = aws.client("kinesis", AwsSettings(region="us-east-1", access_key_id="a",
                                                 secret_access_key="b", kinesis_endpoint=endpoint))
-    with pytest.raises(ServiceUnavailable, match=f"Check that {endpoint} is reachable"):
+    with pytest.raises(RetriesExhausted, match=f"Check that {endpoint} is reachable"):
         aws.call("Kinesis ListStreams", kinesis.list_streams, bound_s=1, endpoint=endpoint)
 
 

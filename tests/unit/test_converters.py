@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from floeline.config import config_from_dict
-from floeline.errors import ConfigError
+from floeline.errors import ConfigError, RetriesExhausted
 from floeline.records import converters as conv
 from floeline.records.converters import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, JSON_SCHEMA_CONVERTER, PROTOBUF_CONVERTER,
@@ -537,15 +537,20 @@ def test_json_schema_converter():
         c.convert(wire(4, b"{x"))
 
 
-def test_unreachable_registry_is_transient():
+def test_unreachable_registry_is_retried_until_the_bound():
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
-    c = converter_for({"value.converter": AVRO_CONVERTER,
-                       "value.converter.schema.registry.url": f"http://127.0.0.1:{port}/x"}, "value")
-    with pytest.raises(RegistryUnavailable, match=f"127.0.0.1:{port}"):
+    settings = {"value.converter": AVRO_CONVERTER, "errors.retry.timeout": "300",
+                "value.converter.schema.registry.url": f"http://127.0.0.1:{port}/x"}
+    c = converter_for(settings, "value")
+    with pytest.raises(RetriesExhausted, match=f"(?s)127.0.0.1:{port}.*errors.retry.timeout") as caught:
         c.convert(wire(1, b""))
+    assert isinstance(caught.value.__cause__, RegistryUnavailable) and caught.value.attempts > 1
+    # In a batch the next records do not wait the bound again, and fail the batch, not the record.
+    row = decoded(RecordDecoder(settings), "t", 0, 1, None, -1, None, wire(1, b""), [])
+    assert row["_batch_failure"] == "terminal" and f"127.0.0.1:{port}" in row["_decode_error"]
 
 
 # ------------------------------------------------------------------ decode without Spark
@@ -563,7 +568,7 @@ def test_record_decoder_rows():
     assert ok == {"_route_topic": "t", "_key_json": '"k"', "_headers_json": '{"h":"42"}',
                   "_value_json": to_json_text(ORDER), "_schema_id": 1, "_skip": False,
                   "_decode_error": None, "_decode_stage": None, "_error_class": None,
-                  "_error_trace": None}
+                  "_error_trace": None, "_batch_failure": None}
     tomb = decoded(decoder, "t", 0, 2, 5, 0, None, None, [])
     assert (tomb["_key_json"], tomb["_headers_json"], tomb["_value_json"], tomb["_decode_error"]) == \
         (None, None, None, None)
@@ -571,7 +576,7 @@ def test_record_decoder_rows():
     assert bad["_route_topic"] == "t" and bad["_value_json"] is None and bad["_skip"] is False
     assert "unknown schema id 42" in bad["_decode_error"]
     assert (bad["_decode_stage"], bad["_error_class"]) == ("value converter", "ConverterError")
-    assert "Traceback" in bad["_error_trace"]
+    assert "Traceback" in bad["_error_trace"] and bad["_batch_failure"] is None  # the record's fault
 
 
 def test_decode_batches_keeps_every_row_and_column():

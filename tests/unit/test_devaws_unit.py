@@ -7,7 +7,7 @@ import pytest
 
 from floeline import devaws
 from floeline.devprocess import port_from_env
-from floeline.errors import FloelineError, ServiceUnavailable
+from floeline.errors import FloelineError, SetupError
 
 
 def free_port() -> int:
@@ -40,7 +40,7 @@ def test_endpoint_lines():
 
 def test_start_without_kinesis_local_says_run_setup(tmp_path, monkeypatch):
     monkeypatch.setenv("FLOELINE_CACHE", str(tmp_path / "cache"))
-    with pytest.raises(ServiceUnavailable,
+    with pytest.raises(SetupError,
                        match=r"kinesis-local .*not installed.*floeline setup.*make setup"):
         devaws.start(tmp_path / "aws", kinesis_port=free_port(), moto_port=free_port())
     assert not list((tmp_path / "aws").glob("*.pid"))
@@ -50,7 +50,7 @@ def test_setup_without_npm_names_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setenv("FLOELINE_CACHE", str(tmp_path))
     monkeypatch.setattr(devaws.shutil, "which",
                         lambda tool: None if tool == "npm" else f"/usr/bin/{tool}")
-    with pytest.raises(ServiceUnavailable, match="`npm` is not on PATH.*apt-get install nodejs npm"):
+    with pytest.raises(SetupError, match="`npm` is not on PATH.*apt-get install nodejs npm"):
         devaws.install_kinesis_local()
 
 

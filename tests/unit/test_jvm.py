@@ -3,11 +3,11 @@
 import pytest
 
 from floeline import jvm
-from floeline.errors import ServiceUnavailable
+from floeline.errors import SetupError
 
 
 def test_missing_javac_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("FLOELINE_CACHE", str(tmp_path))
     monkeypatch.setattr(jvm.shutil, "which", lambda _name: None)
-    with pytest.raises(ServiceUnavailable, match="javac.*apt-get install openjdk-17-jdk-headless"):
+    with pytest.raises(SetupError, match="javac.*apt-get install openjdk-17-jdk-headless"):
         jvm.jar_path()

@@ -18,7 +18,7 @@ import logging
 
 from pyspark import StorageLevel
 
-from floeline.errors import RecordError, ServiceUnavailable
+from floeline.errors import RecordError
 from floeline.ingest.dead_letters import BadRecord, DeadLetterQueue
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.table_state import Tables
@@ -84,8 +84,6 @@ class BadRecords:
             if not first:
                 return frame.drop(error_column), 0
             row = first[0]
-            if row["_class"] == "RegistryUnavailable":
-                raise ServiceUnavailable(row["_error_text"])
             if self.queue is not None:
                 self.queue.send([self._bad_record(row)])
                 self._count(ref, "dlq", 1)
@@ -98,9 +96,6 @@ class BadRecords:
                 channel=row["channel"], position=row["position"])
         if self.queue is not None:
             records = ordered(bad).collect()
-            unavailable = [r for r in records if r["_class"] == "RegistryUnavailable"]
-            if unavailable:
-                raise ServiceUnavailable(unavailable[0]["_error_text"])
             self.queue.send([self._bad_record(r) for r in records])
             count = len(records)
             self._count(ref, "dlq", count)

@@ -22,8 +22,9 @@ import sys
 import threading
 import time
 
+from floeline import retry
 from floeline.config import ConnectorConfig
-from floeline.errors import FloelineError
+from floeline.errors import FloelineError, QueryError, ServiceUnavailable
 from floeline.ingest.general import run_general_batch
 from floeline.ingest.onepass import batch_range, run_one_pass_batch
 from floeline.ingest.pipeline import Pipeline
@@ -81,10 +82,12 @@ class Connector:
 
     def run(self, until_caught_up: bool = False) -> None:
         """Run the connector: until the source is caught up, or until stopped by
-        SIGINT/SIGTERM (or `stop()`). Raises the batch's error when one failed."""
+        SIGINT/SIGTERM (or `stop()`). A query that fails with a transient error is
+        started again (see `_run_with_restarts`); a terminal error is raised: the
+        batch's own (a RecordError, TableError, ...), RetriesExhausted, or QueryError."""
         self._start_ops_server()
         try:
-            self._run(until_caught_up)
+            self._run_with_restarts(until_caught_up)
             self._state = "ended: the connector stopped"
         except BaseException as exc:
             self._state = f"ended: {first_lines(str(exc), 1)}"
@@ -141,6 +144,42 @@ class Connector:
         self.metrics.set_heads(heads)
         return heads
 
+    def _run_with_restarts(self, until_caught_up: bool) -> None:
+        """Run the query; when it fails with a transient error (the broker restarting
+        under Spark's Kafka source, a registry still down after the batch's own
+        retries), start it again: it resumes from its checkpoint, and the positions its
+        tables hold make a replayed batch a no-op. Restarts back off like any retry and
+        share one bound (errors.retry.timeout), counted from the first failure since
+        the last batch that committed."""
+        policy = self.config.retry
+        failed_since, restarts, batches = None, 0, len(self.reports)
+        while True:
+            try:
+                self._run(until_caught_up)
+                return
+            except Exception as exc:
+                if self._stop.is_set() or not retry.is_transient(exc):
+                    raise
+                if len(self.reports) > batches:  # progress since the last failure
+                    failed_since, restarts = None, 0
+                batches = len(self.reports)
+                now = time.monotonic()
+                failed_since = failed_since if failed_since is not None else now
+                restarts += 1
+                if policy.spent(now - failed_since):
+                    raise retry.exhausted(
+                        f"connector {self.config.name}'s streaming query", "Spark",
+                        first_lines(str(exc), 1), "Check the services it reads (the log "
+                        "names each failed call).", policy, restarts, now - failed_since) from exc
+                delay = max(1.0, policy.delay_s(restarts))
+                log.warning("connector %s: transient failure (%s); restarting its query in "
+                            "%.1f s, from its checkpoint and its tables' positions (restart "
+                            "%d, %s)", self.config.name, first_lines(str(exc), 1), delay,
+                            restarts, retry.limit_text(policy))
+                self.failure = None
+                if self._stop.wait(delay):
+                    return
+
     def _run(self, until_caught_up: bool) -> None:
         writer = (self.build_stream().writeStream
                   .foreachBatch(self._process_batch_safely)
@@ -161,15 +200,14 @@ class Connector:
             if not spark_gone(exc):
                 if self.failure is None:  # the query failed outside a batch (source, planning)
                     self.metrics.source_read_error()
-                    raise FloelineError(f"connector {self.config.name} stopped: "
-                                        f"{first_lines(str(exc))}") from exc
+                    raise query_failure(self.config.name, exc) from exc
                 error = None
             elif self._stop.wait(_SIGNAL_GRACE_S):
                 # A stop signal sent to the process group reached Spark's JVM too, and
                 # it stopped first (under spark-submit the JVM is in our group).
                 return
             else:
-                raise FloelineError(
+                raise QueryError(
                     f"connector {self.config.name} stopped: Spark's JVM ended under it "
                     f"({first_lines(str(exc), 1)}); every batch it committed is in the "
                     f"tables, so running it again continues from there") from None
@@ -178,9 +216,12 @@ class Connector:
         if self.failure is not None:
             if self._stop.is_set() and spark_gone(self.failure):
                 return  # a batch cut short by the stop: nothing of it was committed
+            if not isinstance(self.failure, FloelineError) and is_transient_java(self.failure):
+                # A Spark job of the batch failed reading the source (the broker away).
+                raise query_failure(self.config.name, self.failure) from self.failure
             raise self.failure
         if error is not None:
-            raise FloelineError(f"connector {self.config.name} stopped: {first_lines(str(error))}")
+            raise query_failure(self.config.name, error) from error
 
     def _await(self, query) -> None:
         """Wait until the query ends or a stop is asked for (a short wait:
@@ -251,6 +292,50 @@ class Connector:
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         return report
+
+
+# Java exceptions that pass by themselves: Kafka's RetriableException family (its
+# TimeoutException, NetworkException, NotLeaderOrFollowerException, ...: what Spark's
+# Kafka source meets while a broker restarts), and the java.util.concurrent
+# TimeoutException Spark's Kafka reader raises when a fetch gets nothing in
+# kafkaConsumer.pollTimeoutMs.
+TRANSIENT_JAVA_ERRORS = ("org.apache.kafka.common.errors.RetriableException",
+                         "java.util.concurrent.TimeoutException")
+
+
+def query_failure(connector: str, exc: BaseException) -> Exception:
+    """The connector's error for a query that failed outside floeline's own code:
+    ServiceUnavailable (transient: restarted) when a Java exception in its causes is
+    one of TRANSIENT_JAVA_ERRORS, else QueryError."""
+    if is_transient_java(exc):
+        return ServiceUnavailable(f"connector {connector}'s query failed: {first_lines(str(exc))}")
+    return QueryError(f"connector {connector} stopped: {first_lines(str(exc))}")
+
+
+def is_transient_java(exc: BaseException) -> bool:
+    """True when the Java exception behind a PySpark error, or one of its causes, is
+    an instance of a TRANSIENT_JAVA_ERRORS class (checked by the JVM: isinstance, not
+    a name)."""
+    from py4j.java_gateway import is_instance_of
+    from pyspark import SparkContext
+
+    def instance_of(throwable, name: str) -> bool:
+        try:
+            return is_instance_of(SparkContext._gateway, throwable, name)
+        except Exception:  # noqa: BLE001 - the JVM is gone, or the class is not loaded
+            return False
+
+    throwable = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
+    for _depth in range(16):
+        if throwable is None:
+            return False
+        if any(instance_of(throwable, name) for name in TRANSIENT_JAVA_ERRORS):
+            return True
+        try:
+            throwable = throwable.getCause()
+        except Exception:  # noqa: BLE001 - the JVM is gone
+            return False
+    return False
 
 
 def spark_gone(exc: BaseException) -> bool:

@@ -21,7 +21,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from floeline.errors import ServiceUnavailable
+from floeline import retry
+from floeline.errors import ServiceError, ServiceUnavailable
+from floeline.retry import RetryPolicy
+from floeline.sources.kafka import is_transient_kafka
 
 
 @dataclass
@@ -48,9 +51,10 @@ def dead_letter_queue_for(config) -> DeadLetterQueue | None:
     """The connector's dead-letter queue, or None (bad records go to <TABLE>_ERRORS)."""
     if config.dlq_topic:
         return KafkaTopicQueue(config.bootstrap_servers, config.dlq_topic, config.name,
-                               config.dlq_context_headers)
+                               config.dlq_context_headers, config.retry)
     if config.kinesis is not None and config.kinesis.dlq_stream:
-        return KinesisStreamQueue(config.kinesis.aws, config.kinesis.dlq_stream, config.name)
+        return KinesisStreamQueue(config.kinesis.aws, config.kinesis.dlq_stream, config.name,
+                                  config.retry)
     return None
 
 
@@ -81,39 +85,71 @@ def _connect_stage(stage: str) -> str:
 
 
 class KafkaTopicQueue:
+    # How long one flush waits before the retry rule counts a (transient) timeout.
+    FLUSH_WAIT_S = 5.0
+
     def __init__(self, bootstrap: str, topic: str, connector: str, context_headers: bool = True,
-                 timeout_s: float = 30.0):
+                 policy: RetryPolicy = retry.DEFAULT):
         self.bootstrap, self.topic, self.connector = bootstrap, topic, connector
-        self.context_headers, self.timeout_s = context_headers, timeout_s
+        self.context_headers, self.policy = context_headers, policy
 
     def send(self, records: list[BadRecord]) -> None:
-        """Produce `records` to the DLQ topic and wait until the broker has them all."""
+        """Produce `records` to the DLQ topic and wait until the broker has them all.
+        The producer retries in-flight sends itself (idempotent: no duplicates); a
+        record whose delivery failed with a transient error (the broker restarting) is
+        sent again, until the retry bound; any other failure stops the batch."""
         from confluent_kafka import Producer
 
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                             "message.max.bytes": 64 * 1024 * 1024})
-        failures: list[str] = []
+                             "message.max.bytes": 64 * 1024 * 1024, "log_level": 2})
+        pending = list(range(len(records)))  # not yet handed to the producer, or failed
+        failed: dict[int, object] = {}
 
-        def delivered(err, _msg):
-            if err is not None:
-                failures.append(str(err))
+        def delivered(index):
+            def report(err, _msg):
+                if err is not None:
+                    failed[index] = err
+            return report
 
-        for record in records:
-            headers = list(record.headers) + (error_headers(record, self.connector)
-                                              if self.context_headers else [])
-            kwargs = {"key": record.key, "value": record.value, "headers": headers,
-                      "on_delivery": delivered}
-            if record.timestamp_ms is not None:
-                kwargs["timestamp"] = record.timestamp_ms
-            producer.produce(self.topic, **kwargs)
-            producer.poll(0)
-        remaining = producer.flush(self.timeout_s)
-        if remaining or failures:
-            raise ServiceUnavailable(
-                f"could not write {remaining or len(failures)} bad record(s) to the dead-letter queue "
-                f"topic {self.topic!r} ({'; '.join(failures[:3]) or 'timed out'}); nothing of this "
-                f"batch was committed. Check the broker and that the topic exists (or may be "
-                f"auto-created).")
+        def deliver():
+            for i in pending:
+                record = records[i]
+                headers = list(record.headers) + (error_headers(record, self.connector)
+                                                  if self.context_headers else [])
+                kwargs = {"key": record.key, "value": record.value, "headers": headers,
+                          "on_delivery": delivered(i)}
+                if record.timestamp_ms is not None:
+                    kwargs["timestamp"] = record.timestamp_ms
+                while True:
+                    try:
+                        producer.produce(self.topic, **kwargs)
+                        break
+                    except BufferError:  # the local queue is full: let it drain
+                        producer.poll(0.1)
+                producer.poll(0)
+            pending.clear()
+            remaining = producer.flush(self.FLUSH_WAIT_S)
+            terminal = [e for e in failed.values() if not is_transient_kafka(e)]
+            if terminal:
+                raise ServiceError(
+                    f"could not write {len(failed)} bad record(s) to the dead-letter queue topic "
+                    f"{self.topic!r} ({'; '.join(str(e) for e in terminal[:3])}); nothing of this "
+                    f"batch was committed. Check that the topic exists (or may be auto-created) "
+                    f"and the producer may write to it.")
+            if failed:  # transient: send those again
+                pending.extend(sorted(failed))
+                first = next(iter(failed.values()))
+                failed.clear()
+                raise ServiceUnavailable(f"{len(pending)} bad record(s) not delivered: {first}")
+            if remaining:
+                raise ServiceUnavailable(f"{remaining} bad record(s) not yet acknowledged "
+                                         f"after {self.FLUSH_WAIT_S:g} s")
+
+        retry.call(deliver, what=f"Kafka produce to the dead-letter queue topic {self.topic!r} at "
+                                 f"bootstrap.servers={self.bootstrap}", service="Kafka",
+                   policy=self.policy,
+                   fix="Nothing of this batch was committed. Check that the broker is running "
+                       "and the topic exists (or may be auto-created).")
 
 
 # ---- Kinesis stream ------------------------------------------------------------------
@@ -135,8 +171,8 @@ class KinesisStreamQueue:
     # PutRecords takes at most 500 records and 5 MB per call.
     _BATCH = 500
 
-    def __init__(self, aws, stream: str, connector: str):
-        self.aws, self.stream, self.connector = aws, stream, connector
+    def __init__(self, aws, stream: str, connector: str, policy: RetryPolicy = retry.DEFAULT):
+        self.aws, self.stream, self.connector, self.policy = aws, stream, connector, policy
         self._client = None
 
     def send(self, records: list[BadRecord]) -> None:
@@ -153,7 +189,8 @@ class KinesisStreamQueue:
             pending = entries[start:start + self._BATCH]
             for _attempt in range(10):
                 result = aws_calls.call(what, self._client.put_records, StreamName=self.stream,
-                                        Records=pending, endpoint=self.aws.kinesis_endpoint)
+                                        Records=pending, endpoint=self.aws.kinesis_endpoint,
+                                        policy=self.policy)
                 if not result.get("FailedRecordCount"):
                     break
                 pending = [e for e, r in zip(pending, result["Records"]) if r.get("ErrorCode")]

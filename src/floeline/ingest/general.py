@@ -17,6 +17,7 @@ import time
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
+from floeline.errors import batch_failure
 from floeline.ingest.progress import BatchReport
 from floeline.records.content import (
     BLANK_VALUE_SQL, PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
@@ -51,6 +52,7 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
             F.expr(min_position_sql("position")).alias("first"),
             F.expr(max_position_sql("position")).alias("last"),
             F.count(F.lit(1)).alias("records"), F.count("_error").alias("bad"),
+            F.count("_batch_failure").alias("failures"),
             F.count(F.when(F.col("_tombstone"), 1)).alias("tombstones"),
             F.count(F.when(F.col("_skip"), 1)).alias("filtered"),
             F.min(F.unix_millis("timestamp")).alias("ts_min"),
@@ -59,6 +61,12 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
             F.expr("collect_set(CASE WHEN _error IS NULL THEN _schema_id END)").alias("schema_ids"),
         ).collect()
         phase("read+stats")
+        if any(g["failures"] for g in groups):
+            # Not a record's fault (the schema registry is down): the batch fails whole,
+            # before any table or dead-letter queue sees a row of it.
+            first = rows.where("_batch_failure IS NOT NULL").select(
+                "_batch_failure", "_error").limit(1).collect()[0]
+            raise batch_failure(first["_batch_failure"], first["_error"])
         report.records_read = sum(g["records"] for g in groups)
         by_table: dict[str, tuple[set[str], dict]] = {}
         for g in groups:
@@ -109,7 +117,8 @@ def records(pipeline, df, started: float):
             "channel", "position", "route", "timestamp", "headers", "source",
             "key AS _raw_key", "value AS _raw_value", "_key_json", "_headers_json",
             "CAST(_value_json AS BINARY) AS value", "_schema_id",
-            "_route_topic AS _route", "_skip", "_decode_error", "_decode_stage", "_error_class")
+            "_route_topic AS _route", "_skip", "_decode_error", "_decode_stage", "_error_class",
+            "_batch_failure")
         routes = {r: pipeline.routed(r) for r in pipeline.routes}
         if any(r != routed for r, routed in routes.items()):
             # A record a Filter dropped or a transform failed on has no routed route of
@@ -128,7 +137,8 @@ def records(pipeline, df, started: float):
             "CAST(NULL AS INT) AS _schema_id",
             "false AS _skip", "_headers_error AS _decode_error",
             f"CASE WHEN _headers_error IS NOT NULL THEN '{HEADER_STAGE}' END AS _decode_stage",
-            "CASE WHEN _headers_error IS NOT NULL THEN 'ConverterError' END AS _error_class")
+            "CASE WHEN _headers_error IS NOT NULL THEN 'ConverterError' END AS _error_class",
+            "CAST(NULL AS STRING) AS _batch_failure")
     parse_error = PARSE_ERROR_SQL if cfg.schematization else PARSE_ERROR_ANY_JSON_SQL
     metadata = pipeline.source.metadata_sql(
         cfg.metadata, int(started * 1000), key_json="_key_json" if pipeline.decode else None,
@@ -139,7 +149,7 @@ def records(pipeline, df, started: float):
         "value IS NULL AND _decode_error IS NULL AND NOT _skip AS _tombstone", "v",
         f"CASE WHEN _skip THEN NULL ELSE coalesce(_decode_error, {parse_error}) END AS _error",
         "CASE WHEN _decode_error IS NOT NULL THEN _decode_stage ELSE 'value converter' END AS _stage",
-        "coalesce(_error_class, 'DataException') AS _error_class",
+        "coalesce(_error_class, 'DataException') AS _error_class", "_batch_failure",
         f"{metadata} AS _meta",
     )
 

@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -50,7 +51,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from floeline.errors import ConfigError, RecordError
+from floeline import retry
+from floeline.errors import ConfigError, RecordError, RetriesExhausted, ServiceUnavailable
 from floeline.records.avro_schema import plain_value
 from floeline.records.record import Float32, shortest_float32
 
@@ -94,10 +96,18 @@ class ConverterError(RecordError):
         return (type(self), (self.reason, self.stage))
 
 
-class RegistryUnavailable(ConverterError):
-    """The schema registry could not be reached or answered with a server error.
-    Transient: retrying later may succeed, so such a record should fail the batch
-    rather than go to the dead-letter queue."""
+class RegistryUnavailable(ServiceUnavailable):
+    """The schema registry could not be reached, or answered with a server error or
+    429 (too many requests). Transient: the client retries it (floeline/retry.py); it
+    is never the record's fault, so it fails the batch instead of sending the record
+    to the dead-letter queue. `stage` and `reason` as ConverterError's."""
+
+    def __init__(self, reason: str, stage: str | None = None):
+        super().__init__(reason)
+        self.reason, self.stage = reason, stage
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.stage))
 
 
 # ------------------------------------------------------------------ configuration
@@ -362,15 +372,25 @@ class SchemaRegistryClient:
     """A Confluent schema registry REST client (GET only): /schemas/ids/{id} and
     /subjects/{subject}/versions/{version}. Answers are cached for the process;
     `parsed` caches what converters build from them (parsed Avro schemas, protobuf
-    message classes)."""
+    message classes).
 
-    def __init__(self, urls: str, user_info: str | None = None):
+    A registry that cannot be reached, or answers 5xx or 429, is retried with backoff
+    until `policy`'s bound (errors.retry.timeout); then RetriesExhausted. Once a call
+    has spent its bound, the next calls within that bound try each URL once, so a
+    batch of records does not wait the bound once per record. 401/403 is a ConfigError
+    (the credentials); any other 4xx (an unknown schema id) is the record's
+    ConverterError."""
+
+    def __init__(self, urls: str, user_info: str | None = None,
+                 policy: retry.RetryPolicy = retry.DEFAULT):
         self.urls = [u.strip().rstrip("/") for u in urls.split(",") if u.strip()]
         self.display = ",".join(self.urls)
         self._auth = ("Basic " + base64.b64encode(user_info.encode()).decode()) if user_info else None
         self._answers: dict[str, dict] = {}
         self.parsed: dict[Any, Any] = {}
         self.lock = threading.Lock()
+        self.policy = policy
+        self._gave_up: tuple[float, RetriesExhausted] | None = None  # when, and the error
 
     def by_id(self, schema_id: int) -> dict:
         return self._get(f"/schemas/ids/{schema_id}", f"schema id {schema_id}")
@@ -382,6 +402,28 @@ class SchemaRegistryClient:
     def _get(self, path: str, what: str) -> dict:
         if path in self._answers:
             return self._answers[path]
+        policy = self.policy
+        if self._gave_up is not None:
+            since, error = self._gave_up
+            if not policy.spent(time.monotonic() - since):
+                try:  # the registry was down a moment ago: one try, no waiting
+                    return self._get_once(path, what)
+                except RegistryUnavailable:
+                    raise error from None
+        try:
+            answer = retry.call(lambda: self._get_once(path, what), policy=policy,
+                                what=f"schema registry GET {what} at {self.display}",
+                                service="schema registry",
+                                fix="Check that the registry is running and the converter's "
+                                    "schema.registry.url.")
+        except RetriesExhausted as exc:
+            self._gave_up = (time.monotonic(), exc)
+            raise
+        self._gave_up = None
+        return answer
+
+    def _get_once(self, path: str, what: str) -> dict:
+        """One GET of `path` from each URL in turn until one answers."""
         problems = []
         for base in self.urls:
             request = urllib.request.Request(base + path, headers={
@@ -392,7 +434,12 @@ class SchemaRegistryClient:
                 with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as reply:
                     answer = json.loads(reply.read())
             except urllib.error.HTTPError as exc:
-                if 400 <= exc.code < 500:
+                if exc.code in (401, 403):
+                    raise ConfigError(
+                        f"the schema registry at {base} refused {what} (HTTP {exc.code}): check "
+                        f"<key|value>.converter.basic.auth.credentials.source=USER_INFO and "
+                        f"basic.auth.user.info") from None
+                if 400 <= exc.code < 500 and exc.code != 429:
                     detail = _registry_message(exc)
                     raise ConverterError(f"unknown {what} at {base}: {exc.code}"
                                          + (f" {detail}" if detail else "")) from None
@@ -404,8 +451,7 @@ class SchemaRegistryClient:
             self._answers[path] = answer
             return answer
         raise RegistryUnavailable(f"schema registry unavailable while fetching {what} "
-                                  f"({'; '.join(problems)}); check it is running and "
-                                  f"schema.registry.url")
+                                  f"({'; '.join(problems)})")
 
 
 def _registry_message(exc: urllib.error.HTTPError) -> str:
@@ -420,12 +466,15 @@ _CLIENTS: dict[tuple[str, str | None], SchemaRegistryClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def registry_client(urls: str, user_info: str | None = None) -> SchemaRegistryClient:
-    """The process-wide client (and so the schema cache) for these registry URLs."""
+def registry_client(urls: str, user_info: str | None = None,
+                    policy: retry.RetryPolicy = retry.DEFAULT) -> SchemaRegistryClient:
+    """The process-wide client (and so the schema cache) for these registry URLs,
+    retrying with the latest connector's `policy`."""
     with _CLIENTS_LOCK:
         key = (urls, user_info)
         if key not in _CLIENTS:
-            _CLIENTS[key] = SchemaRegistryClient(urls, user_info)
+            _CLIENTS[key] = SchemaRegistryClient(urls, user_info, policy)
+        _CLIENTS[key].policy = policy
         return _CLIENTS[key]
 
 
@@ -438,7 +487,7 @@ def _registry_for(settings: Mapping[str, str], which: Which) -> SchemaRegistryCl
     if (_option(settings, which, "basic.auth.credentials.source") or "").upper() == "USER_INFO":
         user_info = _option(settings, which, "basic.auth.user.info") \
             or _option(settings, which, "schema.registry.basic.auth.user.info")
-    return registry_client(url, user_info)
+    return registry_client(url, user_info, retry.policy_from_settings(settings))
 
 
 # ------------------------------------------------------------------ Confluent wire format

@@ -29,9 +29,12 @@ Python, in Kafka Connect's order:
   _decode_error  string   why the record could not be decoded; NULL when fine
   _decode_stage  string   'key converter' | 'value converter' | 'header converter' |
                           'transform'
-  _error_class   string   the exception's class name (RegistryUnavailable: the schema
-                          registry could not be reached, a transient problem)
+  _error_class   string   the exception's class name (for the DLQ's headers)
   _error_trace   string   the last frames of the traceback
+  _batch_failure string   NULL when the error is the record's own fault; else it fails
+                          the whole batch: 'transient' (the schema registry cannot be
+                          reached: the connector retries) or 'terminal' (its retry
+                          bound spent, credentials refused): errors.batch_failure_kind
 
 A record that fails never fails the Spark job: the error is in its row.
 """
@@ -44,7 +47,7 @@ import traceback
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from floeline.errors import ConfigError
+from floeline.errors import ConfigError, batch_failure_kind
 from floeline.records import converters as conv
 from floeline.records.headers import HEADER_STAGE, STRUCTURED_KEY, header_rules, headers_json
 from floeline.records.record import Record
@@ -60,6 +63,7 @@ DECODE_COLUMNS = (
     ("_value_json", "string"),
     ("_schema_id", "int"), ("_skip", "boolean"), ("_decode_error", "string"),
     ("_decode_stage", "string"), ("_error_class", "string"), ("_error_trace", "string"),
+    ("_batch_failure", "string"),
 )
 _TRACE_FRAMES = 4
 _TRACE_CHARS = 2000
@@ -189,7 +193,7 @@ class RecordDecoder:
                 stage = TRANSFORM_STAGE
                 out = self.chain.apply(record)
                 if out is None:
-                    return (topic, None, None, None, schema_id, True, None, None, None, None)
+                    return (topic, None, None, None, schema_id, True, None, None, None, None, None)
                 record = out
             stage = conv.VALUE_STAGE  # rendering the value as JSON text
             value_json = None if record.value is None else conv.to_json_text(record.value)
@@ -198,13 +202,13 @@ class RecordDecoder:
             stage = HEADER_STAGE
             headers_json = self.headers.render(record.headers)
             return (record.topic, key_json, headers_json, value_json, schema_id, False,
-                    None, None, None, None)
+                    None, None, None, None, None)
         except Exception as exc:  # noqa: BLE001 - every record error is reported in its row
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             stage = getattr(exc, "stage", None) or stage
             trace = "".join(traceback.format_exception(exc, limit=-_TRACE_FRAMES))
             return (topic, None, None, None, schema_id, False, reason, stage, type(exc).__name__,
-                    trace[-_TRACE_CHARS:])
+                    trace[-_TRACE_CHARS:], batch_failure_kind(exc))
 
 
 def decode_batches(batches: Iterator[Any], settings: Mapping[str, str], columns: list[str],

@@ -3,22 +3,20 @@ pipes) and the one retry rule every call to them follows.
 
 A call that fails with an error AWS calls retriable (throttling such as
 ProvisionedThroughputExceededException, a 5xx, a connection that cannot be opened or
-was dropped) is retried with exponential backoff and jitter until a time bound is
-spent; each retry is logged once. Anything else (a stream that does not exist, bad
-credentials, a malformed request) is raised at once: retrying cannot fix it.
-botocore's own retries are off so that there is exactly one retry policy."""
+was dropped) is retried by floeline's one retry rule (floeline/retry.py: exponential
+backoff and jitter until a time bound is spent, each retry logged once). Anything else
+(a stream that does not exist, bad credentials, a malformed request) is raised at
+once: retrying cannot fix it. botocore's own retries are off so that there is exactly
+one retry policy."""
 
 from __future__ import annotations
 
-import logging
-import random
-import time
+from dataclasses import replace
 from typing import Any, Callable
 
+from floeline import retry
 from floeline.config.kinesis import AwsSettings
-from floeline.errors import ConfigError, FloelineError, ServiceUnavailable
-
-log = logging.getLogger("floeline")
+from floeline.errors import ConfigError, FloelineError, ServiceError
 
 # Error codes AWS documents as retriable for Kinesis and DynamoDB.
 RETRIABLE_CODES = frozenset({
@@ -37,7 +35,7 @@ _SETTING_CODES = {
     "AccessDeniedException": "the IAM policy of these credentials",
     "AccessDenied": "the IAM policy of these credentials",
 }
-DEFAULT_RETRY_BOUND_S = 120.0
+DEFAULT_RETRY_BOUND_S = retry.DEFAULT_TIMEOUT_S
 
 
 def client(service: str, aws: AwsSettings):
@@ -90,31 +88,26 @@ def is_retriable(exc: BaseException) -> bool:
     return status >= 500
 
 
-def call(what: str, fn: Callable[..., Any], *, bound_s: float = DEFAULT_RETRY_BOUND_S,
-         endpoint: str | None = None, passthrough: frozenset[str] = frozenset(), **kwargs) -> Any:
-    """`fn(**kwargs)`, retrying retriable errors with backoff for up to `bound_s`
-    seconds. `what` names the call in messages ("Kinesis GetRecords on shard X").
-    Errors whose code is in `passthrough` (e.g. ExpiredIteratorException,
-    ConditionalCheckFailedException) are raised as they are, for the caller to handle."""
-    started, attempt = time.monotonic(), 0
-    while True:
-        try:
-            return fn(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - classified below
-            if error_code(exc) in passthrough:
-                raise
-            if not is_retriable(exc):
-                raise terminal_error(what, exc, endpoint) from exc
-            attempt += 1
-            waited = time.monotonic() - started
-            if waited >= bound_s:
-                raise ServiceUnavailable(
-                    f"{what} still failing after {attempt} attempts over {waited:.0f} s: "
-                    f"{_reason(exc)}. Check that {endpoint or 'AWS'} is reachable and the "
-                    f"stream's throughput limits.") from exc
-            delay = min(5.0, 0.1 * 2 ** min(attempt, 6)) * random.uniform(0.5, 1.0)
-            log.warning("%s: %s; retry %d in %.1f s", what, _reason(exc), attempt, delay)
-            time.sleep(delay)
+def call(what: str, fn: Callable[..., Any], *, bound_s: float | None = None,
+         policy: retry.RetryPolicy | None = None, endpoint: str | None = None,
+         passthrough: frozenset[str] = frozenset(), **kwargs) -> Any:
+    """`fn(**kwargs)`, retrying retriable errors with backoff (floeline/retry.py) for
+    `policy`'s bound (`bound_s` overrides it). `what` names the call in messages
+    ("Kinesis GetRecords on shard X"). Errors whose code is in `passthrough` (e.g.
+    ExpiredIteratorException, ConditionalCheckFailedException) are raised as they
+    are, for the caller to handle."""
+    policy = policy or retry.DEFAULT
+    if bound_s is not None:
+        policy = replace(policy, timeout_s=bound_s)
+
+    def terminal(exc: BaseException) -> BaseException:
+        return exc if error_code(exc) in passthrough else terminal_error(what, exc, endpoint)
+
+    return retry.call(lambda: fn(**kwargs), what=what, service="AWS", policy=policy,
+                      transient=lambda exc: error_code(exc) not in passthrough and is_retriable(exc),
+                      terminal=terminal, describe=_reason,
+                      fix=f"Check that {endpoint or 'AWS'} is reachable and, when throttled, "
+                          f"the service's limits (e.g. the stream's throughput).")
 
 
 def terminal_error(what: str, exc: BaseException, endpoint: str | None) -> Exception:
@@ -124,8 +117,8 @@ def terminal_error(what: str, exc: BaseException, endpoint: str | None) -> Excep
         return ConfigError(f"{what} was refused ({code}): check {_SETTING_CODES[code]}")
     if isinstance(exc, FloelineError):
         return exc
-    return FloelineError(f"{what} failed: {_reason(exc)}"
-                         + (f" (endpoint {endpoint})" if endpoint else ""))
+    return ServiceError(f"{what} failed: {_reason(exc)}"
+                        + (f" (endpoint {endpoint})" if endpoint else ""))
 
 
 def _reason(exc: BaseException) -> str:

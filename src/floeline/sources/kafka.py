@@ -13,8 +13,11 @@ import json
 import logging
 import re
 import time
+from functools import lru_cache
 
-from floeline.errors import ServiceUnavailable
+from floeline import retry
+from floeline.errors import ServiceError, ServiceUnavailable
+from floeline.retry import RetryPolicy
 from floeline.naming import table_for_topic
 from floeline.records.metadata import kafka_metadata_sql
 from floeline.sources.base import BatchEnd, Channel, Committed, Head, Lag, MirrorError
@@ -22,6 +25,9 @@ from floeline.sources.base import BatchEnd, Channel, Committed, Head, Lag, Mirro
 log = logging.getLogger("floeline")
 
 TIMEOUT_S = 15
+# Mirroring offsets to the consumer group and reading the lag are best effort: their
+# retries stop after this many seconds (a warning), so they never hold a batch long.
+MIRROR_BOUND_S = 10.0
 # Options for Spark's Kafka source. A micro-batch's tasks read up to the newest offset,
 # and the consumer's fetch past it is held by the broker for fetch.max.wait.ms (500 ms
 # by default) before the task can finish: measured at +1.0 s on a 4-partition batch
@@ -49,7 +55,7 @@ class KafkaSource:
 
     def __init__(self, config):
         self.config = config
-        self.cluster = KafkaCluster(config.bootstrap_servers)
+        self.cluster = KafkaCluster(config.bootstrap_servers, config.retry)
         self.group = group_id(config.name)
         self.next_offsets: dict[tuple[str, int], int] = {}  # next offset to read, for lag
         self.first_offsets: dict[tuple[str, int], int] = {}  # where the first batch starts
@@ -139,7 +145,8 @@ class KafkaSource:
             return
         self.next_offsets.update(nexts)
         try:
-            self.cluster.commit_group_offsets(self.group, nexts)
+            self.cluster.commit_group_offsets(self.group, nexts,
+                                              self.config.retry.at_most(MIRROR_BOUND_S))
         except Exception as exc:
             raise MirrorError(f"could not advance consumer group {self.group}: {exc}") from exc
 
@@ -161,7 +168,7 @@ class KafkaSource:
             earliest = self.cluster.earliest(rest - set(group)) if rest - set(group) else {}
             nexts.update(group)
             nexts.update(earliest)
-        ends = self.cluster.latest(nexts, bound_s=TIMEOUT_S)
+        ends = self.cluster.latest(nexts, self.config.retry.at_most(MIRROR_BOUND_S))
         return {channel_id(*tp): Head(str(ends[tp] - 1) if ends[tp] > 0 else None,
                                       Lag(max(0, ends[tp] - nexts[tp])))
                 for tp in sorted(nexts) if tp in ends}
@@ -198,21 +205,45 @@ def group_id(connector: str) -> str:
 
 
 class KafkaCluster:
-    def __init__(self, bootstrap: str):
+    """floeline's own calls to the Kafka cluster (an admin client), each through the
+    retry rule (floeline/retry.py) with `policy`'s bound."""
+
+    def __init__(self, bootstrap: str, policy: RetryPolicy = retry.DEFAULT):
+        self.bootstrap, self.policy = bootstrap, policy
+        self._admin = None
+
+    @property
+    def admin(self):
         from confluent_kafka.admin import AdminClient
 
-        self.bootstrap = bootstrap
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
+        return self._admin
+
+    def _fresh_admin(self, _exc: BaseException) -> None:
+        """Before a retry: a new admin client. librdkafka's admin client keeps the
+        leader epochs it cached before a broker restart and then fails every
+        ListOffsets with FENCED_LEADER_EPOCH, however often it is retried."""
+        self._admin = None
+
+    def call(self, what: str, fn, policy: RetryPolicy | None = None,
+             also_transient: frozenset[int] = frozenset()):
+        """`fn(timeout_s)` (which uses self.admin, each request waiting at most
+        timeout_s), retried while Kafka's error is transient."""
+        policy = policy or self.policy
+        # One request waits at most TIMEOUT_S (librdkafka's own default is 60 s), and
+        # at most half the bound, so a request that hangs on a client gone stale after
+        # a broker restart is tried again on a fresh one within the bound.
+        bound = policy.timeout_s if policy.timeout_s is not None else TIMEOUT_S
+        timeout_s = max(1.0, min(TIMEOUT_S, bound / 2))
+        return kafka_call(f"Kafka {what} at bootstrap.servers={self.bootstrap}",
+                          lambda: fn(timeout_s), policy, before_retry=self._fresh_admin,
+                          also_transient=also_transient)
 
     def partitions(self, topics: tuple[str, ...] = (), pattern: str | None = None
                    ) -> dict[str, int]:
         """Partition count per subscribed topic that exists now."""
-        try:
-            meta = self.admin.list_topics(timeout=TIMEOUT_S)
-        except Exception as exc:
-            raise ServiceUnavailable(
-                f"cannot reach Kafka at bootstrap.servers={self.bootstrap}: {exc}. Check the "
-                f"broker is running (`floeline kafka start` for the local one) and the address.") from exc
+        meta = self.call("Metadata", lambda timeout_s: self.admin.list_topics(timeout=timeout_s))
         regex = re.compile(pattern) if pattern else None
         found = {}
         for name, topic in meta.topics.items():
@@ -221,73 +252,133 @@ class KafkaCluster:
         return found
 
     def _list_offsets(self, tps: list[tuple[str, int]], spec,
-                      bound_s: float = 60.0) -> dict[tuple[str, int], int]:
-        from confluent_kafka import TopicPartition
+                      policy: RetryPolicy | None = None) -> dict[tuple[str, int], int]:
+        from confluent_kafka import KafkaError, TopicPartition
         from confluent_kafka.admin import OffsetSpec
 
         if not tps:
             return {}
-        request = {TopicPartition(t, p): getattr(OffsetSpec, spec)() for t, p in tps}
 
-        def list_offsets():
-            futures = self.admin.list_offsets(request, request_timeout=TIMEOUT_S)
+        def list_offsets(timeout_s):
+            request = {TopicPartition(t, p): getattr(OffsetSpec, spec)() for t, p in tps}
+            futures = self.admin.list_offsets(request, request_timeout=timeout_s)
             return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
-        return retrying(f"listing {spec} offsets", list_offsets, bound_s)
+        # _NOENT: "No leaders found", right after a broker start.
+        return self.call(f"ListOffsets ({spec})", list_offsets, policy,
+                         also_transient=frozenset({KafkaError._NOENT}))
 
     def earliest(self, tps):
         return self._list_offsets(list(tps), "earliest")
 
-    def latest(self, tps, bound_s: float = 60.0):
-        return self._list_offsets(list(tps), "latest", bound_s)
+    def latest(self, tps, policy: RetryPolicy | None = None):
+        return self._list_offsets(list(tps), "latest", policy)
 
     def group_offsets(self, group: str, tps) -> dict[tuple[str, int], int]:
-        """The group's committed next-offset per partition (absent when none)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+        """The group's committed next-offset per partition (absent when none).
+
+        Read by a consumer of the group (committed(), which joins nothing), not the
+        admin client's ListConsumerGroupOffsets: librdkafka (2.16 here, unchanged in its
+        newest source) crashes the process when an admin client's OffsetFetch is answered
+        NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE, as a broker that is starting
+        answers (it asks the absent consumer group to find the coordinator again)."""
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         tps = list(tps)
         if not tps:
             return {}
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])
-        result = retrying(f"reading consumer group {group}'s offsets",
-                          lambda: self.admin.list_consumer_group_offsets([request])[group].result())
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
-                if tp.offset >= 0}
 
-    def commit_group_offsets(self, group: str, next_offsets: dict[tuple[str, int], int]) -> None:
+        def committed(timeout_s):
+            consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
+                                 "enable.auto.commit": False, "log_level": 2})
+            try:
+                found = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=timeout_s)
+            finally:
+                consumer.close()
+            failed = [tp.error for tp in found if tp.error is not None]
+            if failed:
+                raise KafkaException(failed[0])
+            return found
+        result = self.call(f"OffsetFetch of group {group}", committed)
+        return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}
+
+    def commit_group_offsets(self, group: str, next_offsets: dict[tuple[str, int], int],
+                             policy: RetryPolicy | None = None) -> None:
         """Set the group's committed offsets (the next offset to read, Kafka's convention)."""
         from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
         if not next_offsets:
             return
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, o) for (t, p), o in sorted(next_offsets.items())])
-        self.admin.alter_consumer_group_offsets([request])[group].result()
+
+        def alter(timeout_s):
+            request = ConsumerGroupTopicPartitions(
+                group, [TopicPartition(t, p, o) for (t, p), o in sorted(next_offsets.items())])
+            self.admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)[group].result()
+        self.call(f"AlterConsumerGroupOffsets of group {group}", alter, policy)
 
 
-def retrying(what: str, call, bound_s: float = 60.0):
-    """`call()`, retried with backoff while it fails with an error Kafka calls
-    retriable (a coordinator still loading after a broker start, a leader election)."""
+# Kafka errors that pass by themselves: a broker or coordinator starting or moving, a
+# leader election, a connection that dropped. librdkafka flags many as retriable
+# (KafkaError.retriable()), but not in every admin result (a loading coordinator is
+# not flagged), so the codes are listed too.
+TRANSIENT_KAFKA_ERRORS = (
+    "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR",
+    "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION", "REPLICA_NOT_AVAILABLE",
+    "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "OFFSET_NOT_AVAILABLE",
+    "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "KAFKA_STORAGE_ERROR", "NOT_ENOUGH_REPLICAS",
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "REBALANCE_IN_PROGRESS", "THROTTLING_QUOTA_EXCEEDED",
+    "_TRANSPORT", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_ALL_BROKERS_DOWN", "_MSG_TIMED_OUT",
+    "_WAIT_COORD", "_RESOLVE",
+)
+
+
+@lru_cache(maxsize=1)
+def transient_kafka_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset(getattr(KafkaError, n) for n in TRANSIENT_KAFKA_ERRORS if hasattr(KafkaError, n))
+
+
+def kafka_error(exc: BaseException):
+    """The KafkaError a confluent_kafka exception carries, else None."""
     from confluent_kafka import KafkaError, KafkaException
 
-    transient = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                 KafkaError.NOT_COORDINATOR, KafkaError.LEADER_NOT_AVAILABLE,
-                 KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT,
-                 KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
-    started, attempt = time.monotonic(), 0
-    while True:
-        try:
-            return call()
-        except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            # librdkafka's admin results do not flag a loading coordinator as retriable.
-            retriable = (getattr(error, "retriable", lambda: False)()
-                         or getattr(error, "code", lambda: None)() in transient)
-            if not retriable or time.monotonic() - started > bound_s:
-                raise ServiceUnavailable(f"Kafka: {what} failed: {error or exc}") from exc
-            attempt += 1
-            delay = min(2.0, 0.1 * 2 ** attempt)
-            log.warning("Kafka: %s: %s; retry %d in %.1f s", what, error, attempt, delay)
-            time.sleep(delay)
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return error if isinstance(error, KafkaError) else None
+
+
+def is_transient_kafka(exc_or_error, also: frozenset[int] = frozenset()) -> bool:
+    """True for a Kafka error that passes by itself (see TRANSIENT_KAFKA_ERRORS), never
+    for one librdkafka calls fatal. Takes a KafkaException or a KafkaError (a
+    delivery report's)."""
+    from confluent_kafka import KafkaError
+
+    error = exc_or_error if isinstance(exc_or_error, KafkaError) else kafka_error(exc_or_error)
+    if error is None or error.fatal():
+        return False
+    return error.retriable() or error.code() in transient_kafka_codes() or error.code() in also
+
+
+def describe_kafka(exc: BaseException) -> str:
+    error = kafka_error(exc)
+    return f"{error.name()}: {error.str()}" if error is not None else retry.reason(exc)
+
+
+def kafka_call(what: str, fn, policy: RetryPolicy = retry.DEFAULT, before_retry=None,
+               also_transient: frozenset[int] = frozenset()):
+    """`fn()`, retried while it raises a transient Kafka error (or a Transient one);
+    another Kafka error is a terminal ServiceError naming the call."""
+    def terminal(exc: BaseException) -> BaseException:
+        if kafka_error(exc) is None:
+            return exc
+        return ServiceError(f"{what} failed: {describe_kafka(exc)}. Retrying cannot fix this "
+                            f"error: check the broker's address, the topic and the client's "
+                            f"permissions.")
+
+    return retry.call(fn, what=what, service="Kafka", policy=policy,
+                      transient=lambda exc: is_transient_kafka(exc, also_transient),
+                      terminal=terminal, describe=describe_kafka, before_retry=before_retry,
+                      fix="Check that the broker is running and reachable (`floeline kafka "
+                          "start` for the local one) and bootstrap.servers.")
 
 
 def average_record_bytes(bootstrap: str, latest: dict[tuple[str, int], int],

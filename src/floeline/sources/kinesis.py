@@ -26,7 +26,7 @@ import json
 import logging
 import time
 
-from floeline.errors import ConfigError, ServiceUnavailable
+from floeline.errors import ConfigError, RetriesExhausted, ServiceUnavailable
 from floeline.records.metadata import kinesis_metadata_sql
 from floeline.sources import aws as aws_calls
 from floeline.sources.base import BatchEnd, Channel, Committed, Head, Lag, MirrorError
@@ -216,7 +216,7 @@ class KinesisSource:
         try:
             self.leases.checkpoint({self._lease_key(c): (p, 0) for c, p in positions.items()},
                                    {self._lease_key(c) for c in finished})
-        except ServiceUnavailable as exc:  # a mirror only: the tables hold the truth
+        except (ServiceUnavailable, RetriesExhausted) as exc:  # a mirror only: the tables hold the truth
             raise MirrorError(f"could not advance the Kinesis lease table "
                               f"{self.settings.application_name}: {exc}") from exc
 

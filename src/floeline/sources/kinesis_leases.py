@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from floeline.config.kinesis import AwsSettings
-from floeline.errors import ConfigError, FloelineError, ServiceUnavailable
+from floeline.errors import ConfigError, FloelineError, RetriesExhausted
 from floeline.sources import aws as aws_calls
 
 log = logging.getLogger("floeline")
@@ -179,7 +179,7 @@ class LeaseTable:
                     log.info("lease table %s: created", self.name)
                 return
             if time.monotonic() > deadline:
-                raise ServiceUnavailable(
+                raise RetriesExhausted(
                     f"lease table {self.name} is not ACTIVE after {TABLE_READY_BOUND_S:.0f} s "
                     f"(status {table and table.get('TableStatus')}); check DynamoDB in the AWS console")
             time.sleep(0.2)

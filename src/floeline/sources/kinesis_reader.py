@@ -51,7 +51,7 @@ from pyspark.sql.types import (BinaryType, LongType, StringType, StructField, St
                                TimestampType)
 
 from floeline.config.kinesis import AwsSettings
-from floeline.errors import ConfigError, FloelineError, ServiceUnavailable
+from floeline.errors import ConfigError, FloelineError, RetriesExhausted, ServiceUnavailable
 from floeline.sources import aws
 from floeline.sources.base import position_after
 from floeline.sources.kpl import UserRecord, deaggregate
@@ -727,7 +727,7 @@ class _Runtime:
                     raise FloelineError(gone)
                 try:
                     caught_up = cursor.fetch(self.kinesis, GET_RECORDS_LIMIT)
-                except ServiceUnavailable:
+                except (ServiceUnavailable, RetriesExhausted):
                     raise
                 except FloelineError as exc:  # e.g. the sequence number is not found
                     raise FloelineError(f"{gone}: {exc}") from exc
