@@ -61,7 +61,12 @@ def test_run_then_sql_from_another_process(kafka, topic_name, tmp_path, warehous
 
 def test_run_reports_unreachable_broker(tmp_path, warehouse):
     config = tmp_path / "c.properties"
-    config.write_text(f"name=x\ntopics=a\nbootstrap.servers=127.0.0.1:1\nfloeline.warehouse={warehouse}\n")
+    # An unreachable broker is a transient error (one still starting looks the same):
+    # retried for errors.retry.timeout (default 2 minutes), then a clear stop.
+    config.write_text(f"name=x\ntopics=a\nbootstrap.servers=127.0.0.1:1\nfloeline.warehouse={warehouse}\n"
+                      f"errors.retry.timeout=3000\n")
     run = floeline("run", str(config), "--until-caught-up", timeout=120)
     assert run.returncode == 1
-    assert "cannot reach Kafka at bootstrap.servers=127.0.0.1:1" in run.stderr
+    assert "Kafka Metadata at bootstrap.servers=127.0.0.1:1 still failing after" in run.stderr
+    assert "Check that the broker is running and reachable" in run.stderr
+    assert "(errors.retry.timeout=3000)" in run.stderr
