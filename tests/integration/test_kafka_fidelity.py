@@ -138,3 +138,34 @@ def test_headers_sql_writes_as_text_only_what_the_rules_keep_as_text(spark, stru
             assert written == to_json_text(text), text
     assert plain["value1"] and plain["a b"] and not plain["x:y"] and not plain["1.5"]
     assert plain["42"] is (not structured)  # flattened, 42 is printed back as "42"
+
+
+def test_conversion_rules_on_records_from_the_broker(kafka, topic_name, make_config, run_connector,
+                                                     read_table, spark, warehouse):
+    """Snowflake's conversion rules (tests/pipeline/test_conversion_rules.py has the full
+    matrix over the memory source) on records through the real broker and Spark's Kafka
+    source: values that fit land converted, one that does not goes to the error table
+    naming its column, none is cast silently."""
+    topic = topic_name("conv")
+    devkafka.create_topic(kafka, topic)
+    run_script(spark, f"CREATE TABLE {topic.upper()} (RECORD_METADATA VARIANT, C VARCHAR(5), B BOOLEAN, "
+                      f"BIN BINARY, T TIME, A ARRAY, TS TIMESTAMP_NTZ)", Warehouse(warehouse))
+    produce(kafka, topic, [
+        {"C": "abc", "B": "on", "BIN": "SGVsbG8=", "T": "13:45:30+05:00", "A": "42", "TS": 1705312800},
+        {"C": 12, "B": "OFF", "BIN": "", "T": "00:00", "A": [1, 2], "TS": "2024-01-15T10:00:00Z"},
+        {"C": "toolong", "B": True},  # VARCHAR(5) exceeded
+        {"B": 42},  # not a boolean by Snowflake's rules
+    ], partition=0)
+    run_connector(make_config(topics=topic, errors__tolerance="all"))
+    rows = {meta(r)["offset"]: r for r in read_table(topic.upper()).collect()}
+    assert sorted(rows) == [0, 1]
+    first, second = rows[0], rows[1]
+    assert (first["C"], first["B"], bytes(first["BIN"]), first["T"], json.loads(first["A"].toJson())) == (
+        "abc", True, b"Hello", "13:45:30", [42])
+    assert str(first["TS"]) == "2024-01-15 10:00:00"
+    assert (second["C"], second["B"], bytes(second["BIN"]), second["T"], json.loads(second["A"].toJson())) == (
+        "12", False, b"", "00:00:00", [1, 2])
+    errors = {r["RECORD_POSITION"]: r["ERROR"] for r in read_table(topic.upper() + "_ERRORS").collect()}
+    assert sorted(errors) == ["2", "3"]
+    assert "column C" in errors["2"] and "VARCHAR(5)" in errors["2"]
+    assert "column B" in errors["3"]
