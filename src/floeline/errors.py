@@ -62,6 +62,11 @@ class ServiceUnavailable(FloelineError):
     """Kafka, Java or another service floeline needs cannot be reached. Transient."""
 
 
+class SetupMissing(FloelineError):
+    """Something floeline's set-up builds or fetches (its jars) is not there, and the
+    command must not build it itself (`floeline submit` never runs mvn or javac)."""
+
+
 class SqlError(FloelineError):
     """A `floeline sql` statement cannot be parsed, translated or run. The message
     names the statement, the position (line/col) when known, and the problem."""
