@@ -16,7 +16,7 @@ What the spark-submit line carries, and why:
 - `spark.pyspark.python`: the interpreter of the driver and of the executors' Python
   workers; by default this one (`--python` names another: on a real cluster, an
   interpreter with floeline's requirements at that path on every worker).
-- the primary file, a three-line script that runs `floeline run CONFIG` in the driver.
+- the primary file, a small script that runs `floeline run CONFIG` in the driver.
 Everything after `--` goes to spark-submit as it is (after floeline's options, so it
 wins: `-- --driver-memory 4g --conf spark.sql.shuffle.partitions=8`). The master, the
 driver's address and every --conf are left as given: under spark-submit the session
@@ -36,13 +36,22 @@ from pathlib import Path
 from floeline.errors import FloelineError
 
 DRIVER_SCRIPT = '''"""spark-submit's primary file for `floeline submit`: the floeline command line given
-after it (`run CONFIG ...`), in the driver's Python."""
+after it (`run CONFIG ...`), in the driver's Python. It records its pid where
+$FLOELINE_SUBMIT_DRIVER_PID says, so `floeline submit` can pass a stop signal to it."""
+import faulthandler
+import os
 import sys
 
-from floeline.cli import main
+faulthandler.enable()  # a crash in a native library (librdkafka, Arrow) names its stack
+if os.environ.get("FLOELINE_SUBMIT_DRIVER_PID"):
+    with open(os.environ["FLOELINE_SUBMIT_DRIVER_PID"], "w") as f:
+        f.write(str(os.getpid()))
+
+from floeline.cli import main  # noqa: E402
 
 sys.exit(main(sys.argv[1:]))
 '''
+PID_ENV = "FLOELINE_SUBMIT_DRIVER_PID"
 
 
 def spark_submit_path() -> Path:
@@ -124,35 +133,51 @@ def run_submit(cmd: list[str], out=None) -> int:
     cleanly). The driver's output (floeline's lines; under spark-submit its stderr comes
     merged into stdout) goes to `out`'s terminal as usual; Spark's own log (spark-submit's
     stderr) to ~/.cache/floeline/spark-driver.log, as for `floeline run`
-    (FLOELINE_SPARK_STDERR=1 keeps it on the terminal). spark-submit runs in a session of
-    its own and a SIGINT or SIGTERM to this command is passed to that whole session, so
-    Spark's JVM and the driver's Python get it together, as with a Ctrl-C to spark-submit
-    run by hand (the connector then stops cleanly, see connector.py)."""
+    (FLOELINE_SPARK_STDERR=1 keeps it on the terminal).
+
+    Stopping: spark-submit runs in a session of its own, so a Ctrl-C in the terminal
+    reaches this command alone. The first SIGINT or SIGTERM is passed to the driver's
+    Python only (its pid comes from the driver script): the connector lets the batch in
+    flight commit, stops its query and exits 0, and so does spark-submit. Were Spark's
+    JVM signalled too, it would stop itself under the query and exit 143. Before the
+    driver runs (spark-submit still starting), and for a second signal, the signal goes
+    to spark-submit's whole session."""
+    import tempfile
+
     from floeline.devkafka import cache_dir
-    from floeline.devprocess import last_lines
+    from floeline.devprocess import command_line, last_lines, recorded_pid
 
     out = out or sys.stdout
     to_terminal = os.environ.get("FLOELINE_SPARK_STDERR") == "1"
     log_path = cache_dir() / "spark-driver.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out.flush()
-    with open(log_path, "ab") as log:
-        start = log.tell()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                                stderr=None if to_terminal else log, start_new_session=True)
+    with tempfile.TemporaryDirectory(prefix="floeline-submit-") as tmp:
+        pid_file = Path(tmp) / "driver.pid"
+        with open(log_path, "ab") as log:
+            start = log.tell()
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                    env={**os.environ, PID_ENV: str(pid_file)},
+                                    stderr=None if to_terminal else log, start_new_session=True)
+        signalled = []
 
-    def forward(signum, _frame):
+        def forward(signum, _frame):
+            signalled.append(signum)
+            driver = recorded_pid(pid_file)
+            try:
+                if len(signalled) == 1 and driver and "driver.py" in (command_line(driver) or ""):
+                    os.kill(driver, signum)
+                else:
+                    os.killpg(proc.pid, signum)
+            except ProcessLookupError:
+                pass
+
+        saved = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            os.killpg(proc.pid, signum)
-        except ProcessLookupError:
-            pass
-
-    saved = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        status = proc.wait()
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
+            status = proc.wait()
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
     if status != 0 and not to_terminal:
         with open(log_path, "rb") as log:
             log.seek(start)
