@@ -1,4 +1,4 @@
-"""floeline's command line: run | validate | status | sql | pipes | demo | kafka | aws | setup."""
+"""floeline's command line: run | submit | validate | status | sql | pipes | demo | kafka | aws | setup."""
 
 from __future__ import annotations
 
@@ -67,15 +67,43 @@ def _show_kinesis_routes(config) -> None:
 def _cmd_run(args) -> int:
     from floeline.config import describe_ignored, load_config
     from floeline.ingest import Connector
-    from floeline.spark import get_spark
+    from floeline.spark import get_spark, under_spark_submit
 
     config = load_config(args.config)
     ignored = describe_ignored(config)
     if ignored:
         print(ignored, file=sys.stderr)
-    connector = Connector(config, get_spark(config.spark_master))
+    spark = get_spark(config.spark_master)
+    if under_spark_submit():
+        context = spark.sparkContext
+        print(f"spark-submit: master={context.master} "
+              f"driver={context.getConf().get('spark.driver.host', '?')} app={context.applicationId}",
+              flush=True)
+    connector = Connector(config, spark)
     connector.run(until_caught_up=args.until_caught_up)
     return 0
+
+
+def _cmd_submit(args) -> int:
+    from floeline.config import describe_ignored, load_config
+    from floeline.submit import run_submit, shell_line, submit_command
+
+    config = load_config(args.config)  # config errors here, before Spark starts
+    master = args.master or config.spark_master
+    if not args.print_only:
+        ignored = describe_ignored(config)
+        if ignored:
+            print(ignored, file=sys.stderr)
+        if not master.startswith("local") and "://" not in config.warehouse:
+            print(f"note: the warehouse {config.warehouse} is a local path: every worker of "
+                  f"{master} must see it at that path (a shared file system)", file=sys.stderr)
+    cmd = submit_command(args.config, master, name=config.name,
+                         until_caught_up=args.until_caught_up, deploy_mode=args.deploy_mode,
+                         python=args.python, spark_args=args.spark_args)
+    if args.print_only:
+        print(shell_line(cmd))
+        return 0
+    return run_submit(cmd)
 
 
 def _cmd_status(args) -> int:
@@ -200,6 +228,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="process what the topics hold now, then exit 0")
     p.set_defaults(func=_cmd_run)
 
+    p = sub.add_parser("submit", help="run a connector on a cluster with spark-submit (the job "
+                                      "`run` runs); arguments after `--` go to spark-submit")
+    p.add_argument("config")
+    p.add_argument("--master", help="spark://HOST:PORT or any spark-submit master "
+                                    "(default: the config's floeline.spark.master)")
+    p.add_argument("--deploy-mode", choices=("client",), default="client",
+                   help="client only: the driver runs here (Spark runs Python applications on a "
+                        "standalone cluster in client mode)")
+    p.add_argument("--python", help="the Python of the driver and the executors' workers, with "
+                                    "floeline's requirements (default: this one)")
+    p.add_argument("--until-caught-up", action="store_true",
+                   help="process what the topics hold now, then exit 0")
+    p.add_argument("--print", dest="print_only", action="store_true",
+                   help="print the spark-submit command line instead of running it")
+    p.set_defaults(func=_cmd_submit)
+
     p = sub.add_parser("validate", help="check a connector config and show topic -> table")
     p.add_argument("config")
     p.set_defaults(func=_cmd_validate)
@@ -257,7 +301,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    passthrough: list[str] = []
+    if argv[:1] == ["submit"] and "--" in argv:  # floeline submit CONFIG ... -- <spark-submit options>
+        at = argv.index("--")
+        argv, passthrough = argv[:at], argv[at + 1:]
     args = build_parser().parse_args(argv)
+    args.spark_args = passthrough
     try:
         return args.func(args)
     except FloelineError as exc:

@@ -108,6 +108,11 @@ class SetupError(FloelineError, Terminal):
     dev broker that would not start) is missing or failed. Terminal: fix the machine."""
 
 
+class SetupMissing(SetupError):
+    """Something floeline's set-up builds or fetches (its jars) is not there, and the
+    command must not build it itself (`floeline submit` never runs mvn or javac)."""
+
+
 class SqlError(FloelineError, Terminal):
     """A `floeline sql` statement cannot be parsed, translated or run. The message
     names the statement, the position (line/col) when known, and the problem."""

@@ -23,7 +23,7 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 
-from floeline.errors import SetupError
+from floeline.errors import SetupError, SetupMissing
 
 _SOURCES = ("KnownKeys.java", "PushTime.java")
 PUSH_TIME_FUNCTION = "floeline_push_time_ms"
@@ -35,19 +35,36 @@ def _pyspark_jars() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def jar_path() -> Path:
-    """The compiled jar in floeline's cache, built on first use (a few seconds). Its name
-    holds a digest of the source and the PySpark version, so a change rebuilds it."""
+def _sources() -> dict[str, bytes]:
+    return {name: resources.files("floeline.resources").joinpath(name).read_bytes()
+            for name in _SOURCES}
+
+
+def _jar_file(sources: dict[str, bytes]) -> Path:
     import pyspark
 
     from floeline.devkafka import cache_dir
 
-    sources = {name: resources.files("floeline.resources").joinpath(name).read_bytes()
-               for name in _SOURCES}
     digest = hashlib.sha256(b"".join(sources.values()) + pyspark.__version__.encode()).hexdigest()[:12]
-    jar = cache_dir() / "spark-jars" / f"floeline-jvm-{digest}.jar"
+    return cache_dir() / "spark-jars" / f"floeline-jvm-{digest}.jar"
+
+
+def expected_jar() -> Path:
+    """Where jar_path() keeps the jar (built or not)."""
+    return _jar_file(_sources())
+
+
+def jar_path(build: bool = True) -> Path:
+    """The compiled jar in floeline's cache, built on first use (a few seconds) unless
+    `build` is false (then a missing jar is a SetupMissing error: `floeline submit`
+    never runs javac). Its name holds a digest of the source and the PySpark version,
+    so a change rebuilds it."""
+    sources = _sources()
+    jar = _jar_file(sources)
     if jar.exists():
         return jar
+    if not build:
+        raise SetupMissing(f"floeline's JVM functions are not compiled ({jar} is missing)")
     javac = shutil.which("javac")
     if javac is None:
         raise SetupError("`javac` is not on PATH; floeline compiles its Spark functions at "

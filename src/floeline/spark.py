@@ -11,6 +11,15 @@ first use; `floeline setup` pre-fetches them). Two wrinkles, both measured here:
 - Delta's log4j dependencies are excluded: PySpark ships its own log4j.
 spark.jars also carries floeline's own compiled Spark functions (jvm.py) and the s3a
 jars (hadoop-aws and its AWS SDK modules, fetched with Maven at set-up: `s3a_jars`).
+
+Two ways a session starts:
+- `floeline run` (and sql, demo, tests): this module launches Spark's JVM with
+  `spark_conf(master)`: local[2] by default, the driver on 127.0.0.1 for local masters.
+- under spark-submit (`floeline submit`, or a hand-written spark-submit line: the JVM
+  exists already): the master, the driver's address, the jars and packages are what
+  spark-submit was given; floeline only adds its SQL and Delta settings
+  (`session_defaults`) where the submitted conf does not set them, and never fetches
+  or compiles anything.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import subprocess
 from pathlib import Path
 
 from floeline import jvm
-from floeline.errors import SetupError
+from floeline.errors import SetupError, SetupMissing
 
 log = logging.getLogger("floeline")
 
@@ -42,14 +51,20 @@ EXCLUDES = (
 )
 
 
-def token_provider_jar() -> Path:
-    """The spark-token-provider-kafka jar, fetched with Maven into floeline's cache."""
+SETUP_HINT = "run `make setup` (or `floeline setup`) on this machine first"
+
+
+def token_provider_jar(fetch: bool = True) -> Path:
+    """The spark-token-provider-kafka jar, fetched with Maven into floeline's cache
+    (unless `fetch` is false: then a missing jar is a SetupMissing error)."""
     from floeline.devkafka import cache_dir
 
     group, artifact, version = TOKEN_PROVIDER.split(":")
     jar = cache_dir() / "spark-jars" / f"{artifact}-{version}.jar"
     if jar.exists():
         return jar
+    if not fetch:
+        raise SetupMissing(f"{TOKEN_PROVIDER} is not fetched ({jar} is missing)")
     if shutil.which("mvn") is None:
         raise SetupError("`mvn` is not on PATH; floeline's set-up fetches a Spark jar "
                          "with it: apt-get install maven")
@@ -65,17 +80,22 @@ def token_provider_jar() -> Path:
 S3A_VERSION = "hadoop-aws-3.5.0+awssdk-2.35.4"  # resources/s3a-pom.xml; a change re-fetches
 
 
-def s3a_jars() -> list[Path]:
+def s3a_jars(fetch: bool = True) -> list[Path]:
     """The jars of Hadoop's s3a file system (hadoop-aws and the few AWS SDK modules it
     uses, not the SDK's 686 MB bundle: see resources/s3a-pom.xml), fetched once with
     Maven into floeline's cache at set-up and passed to Spark with spark.jars: S3
-    stages (and tables on S3) are read through s3a://."""
+    stages (and tables on S3) are read through s3a://. With `fetch` false, jars not
+    fetched yet are a SetupMissing error."""
     from importlib import resources
 
     from floeline.devkafka import cache_dir
-    from floeline.devprocess import install_once
+    from floeline.devprocess import install_once, installed_stamp
 
     home = cache_dir() / "spark-jars" / "s3a"
+    if not fetch:
+        if installed_stamp(home) != S3A_VERSION:
+            raise SetupMissing(f"the s3a jars ({S3A_VERSION}) are not fetched ({home})")
+        return sorted(home.glob("*.jar"))
 
     def fetch(tmp: Path) -> Path:
         if shutil.which("mvn") is None:
@@ -95,6 +115,24 @@ def s3a_jars() -> list[Path]:
     return sorted(install_once(home, S3A_VERSION, fetch).glob("*.jar"))
 
 
+def setup_jars() -> list[Path]:
+    """The jars floeline's set-up fetched and built (the Kafka token provider, the s3a
+    jars, floeline's JVM functions), for spark-submit's --jars. Never runs mvn or javac:
+    anything missing is one SetupMissing error naming all of it and `make setup`."""
+    jars: list[Path] = []
+    missing = []
+    for get in (lambda: [token_provider_jar(fetch=False)], lambda: s3a_jars(fetch=False),
+                lambda: [jvm.jar_path(build=False)]):
+        try:
+            jars += get()
+        except SetupMissing as exc:
+            missing.append(str(exc))
+    if missing:
+        raise SetupMissing("; ".join(missing) + f". {SETUP_HINT}: spark-submit gets the jars "
+                           "set-up made, and floeline never runs mvn or javac for it")
+    return jars
+
+
 def _floeline_jar() -> list[str]:
     """The jar of floeline's JVM functions (jvm.py), or nothing when it cannot be built:
     Spark then runs every micro-batch on the general path."""
@@ -105,25 +143,19 @@ def _floeline_jar() -> list[str]:
         return []
 
 
-def spark_conf(master: str = "local[2]") -> dict[str, str]:
-    """Settings for a small local machine: 2 shuffle partitions, no UI, no Hive
-    metastore (the in-memory catalog lets a second process read the warehouse while
-    a connector writes to it)."""
+def session_defaults() -> dict[str, str]:
+    """floeline's SQL, Delta and small-batch settings, wherever the session runs: Delta's
+    extension and catalog, no Hive metastore (the in-memory catalog lets a second process
+    read the warehouse while a connector writes to it), 2 shuffle partitions, UTC. Under
+    spark-submit each applies only where the submitted conf does not set the key."""
     return {
-        "spark.master": master,
         "spark.app.name": "floeline",
-        "spark.jars.packages": ",".join(PACKAGES),
-        "spark.jars.excludes": ",".join(EXCLUDES),
-        "spark.jars": ",".join([str(token_provider_jar())] + [str(j) for j in s3a_jars()]
-                               + _floeline_jar()),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.databricks.delta.snapshotPartitions": "2",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         # A JSON object with a key twice keeps the last value, as Kafka Connect's
@@ -132,12 +164,35 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         # An append whose rows were all filtered (tombstones ignored, bad records, replays)
         # must still commit: it carries the channels' new offsets.
         "spark.databricks.delta.skipRecordingEmptyCommits": "false",
-        "spark.driver.memory": os.environ.get("FLOELINE_DRIVER_MEMORY", "2g"),
         "spark.sql.streaming.stopTimeout": "60s",
-        # Spark's "hostname resolves to loopback" warning is noise for local runs.
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.showConsoleProgress": "false",
     }
+
+
+def driver_memory() -> str:
+    return os.environ.get("FLOELINE_DRIVER_MEMORY", "2g")
+
+
+def spark_conf(master: str = "local[2]") -> dict[str, str]:
+    """The settings of a session this process launches itself (`floeline run`, sql,
+    tests): the master, the jars (fetched or built here when set-up has not, see the
+    module's doc), no UI, and for a local master the driver on 127.0.0.1."""
+    conf = {
+        "spark.master": master,
+        "spark.jars.packages": ",".join(PACKAGES),
+        "spark.jars.excludes": ",".join(EXCLUDES),
+        "spark.jars": ",".join([str(token_provider_jar())] + [str(j) for j in s3a_jars()]
+                               + _floeline_jar()),
+        **session_defaults(),
+        "spark.driver.memory": driver_memory(),
+        "spark.ui.enabled": "false",
+    }
+    if master.startswith("local"):
+        # Spark's "hostname resolves to loopback" warning is noise for local runs; a
+        # remote master must be able to reach the driver, so it keeps Spark's default.
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+    return conf
 
 
 _session = None
@@ -181,23 +236,53 @@ def _launch_jvm_in_own_session(settings: dict[str, str]) -> None:
     SparkContext._ensure_initialized(gateway=launch_gateway(conf, {"start_new_session": True}))
 
 
+def under_spark_submit() -> bool:
+    """True when spark-submit started this Python: its JVM exists and holds the master,
+    the driver's address and the jars it was given."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def get_spark(master: str = "local[2]"):
-    """The process-wide SparkSession (created on first call)."""
+    """The process-wide SparkSession (created on first call). Under spark-submit
+    `master` is ignored: the session takes the one spark-submit was given."""
     global _session
     if _session is None:
-        from pyspark.sql import SparkSession
-
-        if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
-            # Local Python workers (decode stage, the Kinesis data source) run this
-            # interpreter, which has floeline; `python3` from PATH may not.
-            os.environ["PYSPARK_PYTHON"] = sys.executable
-
-        settings = spark_conf(master)
-        builder = SparkSession.builder
-        for key, value in settings.items():
-            builder = builder.config(key, value)
-        with _jvm_stderr_to_log():
-            _launch_jvm_in_own_session(settings)
-            _session = builder.getOrCreate()
+        _session = _submitted_session() if under_spark_submit() else _local_session(master)
         _session.sparkContext.setLogLevel(os.environ.get("FLOELINE_SPARK_LOG_LEVEL", "ERROR"))
     return _session
+
+
+def _local_session(master: str):
+    from pyspark.sql import SparkSession
+
+    if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        # Local Python workers (decode stage, the Kinesis data source) run this
+        # interpreter, which has floeline; `python3` from PATH may not.
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+
+    settings = spark_conf(master)
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    with _jvm_stderr_to_log():
+        _launch_jvm_in_own_session(settings)
+        return builder.getOrCreate()
+
+
+def _submitted_session():
+    """The session under spark-submit: its conf as given (master, driver address, jars,
+    Python), floeline's session_defaults where it says nothing."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM
+    given = SparkConf()  # spark-submit's settings (the JVM's spark.* system properties)
+    builder = SparkSession.builder
+    for key, value in session_defaults().items():
+        if not given.contains(key):
+            builder = builder.config(key, value)
+    if not any(Path(jar).name.startswith("floeline-jvm-")
+               for jar in given.get("spark.jars", "").split(",")):
+        log.warning("spark-submit was not given floeline's JVM jar (floeline submit adds it "
+                    "with --jars): every micro-batch takes the general path (slower)")
+    return builder.getOrCreate()
