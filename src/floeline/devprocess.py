@@ -123,13 +123,18 @@ def port_free(port: int) -> bool:
         return True
 
 
+def free_port() -> int:
+    """A TCP port free on the loopback address now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
 def next_or_free_port(port: int) -> int:
     """A port for a service's second listener: port+1 if free, else any free port."""
     if port + 1 < 65536 and port_free(port + 1):
         return port + 1
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    return free_port()
 
 
 def port_from_env(variable: str, default: int) -> int:

@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
 import uuid
 
 import pytest
 
 from floeline import devkafka
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from floeline.devprocess import free_port
 
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory):
     """bootstrap.servers of a broker started for this run (stopped at the end)."""
     state = tmp_path_factory.mktemp("kafka")
-    bootstrap = devkafka.start(state, _free_port())
+    bootstrap = devkafka.start(state, free_port())
     yield bootstrap
     devkafka.stop(state)
 
@@ -100,7 +94,7 @@ def schema_registry(tmp_path_factory):
     from floeline import devregistry
 
     state = tmp_path_factory.mktemp("registry")
-    url = devregistry.start(state, _free_port())
+    url = devregistry.start(state, free_port())
     yield url
     devregistry.stop(state)
 
@@ -142,7 +136,7 @@ def aws(tmp_path_factory):
     from floeline import devaws
 
     state = tmp_path_factory.mktemp("aws")
-    endpoints = devaws.start(state, kinesis_port=_free_port(), moto_port=_free_port())
+    endpoints = devaws.start(state, kinesis_port=free_port(), moto_port=free_port())
     yield LocalAws(endpoints["kinesis"], endpoints["dynamodb"])
     devaws.stop(state)
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from floeline.devprocess import free_port
 from floeline import devcluster, devkafka
 from floeline.sources.kafka import produce
 
@@ -31,16 +31,10 @@ pytestmark = pytest.mark.skipif(
     reason="starts a Spark standalone cluster (minutes): set FLOELINE_CLUSTER_TESTS=1")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     state = tmp_path_factory.mktemp("cluster")
-    yield devcluster.start(state, _free_port(), [_free_port() for _ in range(3)])
+    yield devcluster.start(state, free_port(), [free_port() for _ in range(3)])
     devcluster.stop(state)
     leftover = devcluster.leftover_processes(state)
     for pid in leftover:

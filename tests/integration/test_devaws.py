@@ -16,16 +16,11 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from floeline.devprocess import free_port
 from floeline import devaws
 from floeline.errors import SetupError
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def port_accepts(port: int) -> bool:

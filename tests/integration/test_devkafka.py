@@ -10,15 +10,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from floeline import devkafka
+from floeline.devprocess import free_port
 from floeline.errors import FloelineError, SetupError
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def port_accepts(port: int) -> bool:

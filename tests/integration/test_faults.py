@@ -9,13 +9,13 @@ the other tests share; both are stopped when the module ends."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import uuid
 
 import pytest
 
+from floeline.devprocess import free_port
 from floeline import devkafka, devregistry
 from floeline.config import config_from_dict
 from floeline.devprocess import port_accepts
@@ -28,12 +28,6 @@ pytestmark = pytest.mark.integration
 ROW = {"type": "record", "name": "Row", "namespace": "faults",
        "fields": [{"name": "n", "type": "long"}]}
 ROW_V2 = {**ROW, "fields": ROW["fields"] + [{"name": "note", "type": "string", "default": ""}]}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class OwnBroker:
@@ -52,7 +46,7 @@ class OwnBroker:
 
 @pytest.fixture(scope="module")
 def own_broker(tmp_path_factory):
-    broker = OwnBroker(tmp_path_factory.mktemp("own_kafka"), _free_port())
+    broker = OwnBroker(tmp_path_factory.mktemp("own_kafka"), free_port())
     yield broker
     broker.stop()
 
@@ -60,7 +54,7 @@ def own_broker(tmp_path_factory):
 @pytest.fixture(scope="module")
 def own_registry(tmp_path_factory):
     """A registry that keeps its schemas across a restart (devregistry persistent)."""
-    state, port = tmp_path_factory.mktemp("own_registry"), _free_port()
+    state, port = tmp_path_factory.mktemp("own_registry"), free_port()
     url = devregistry.start(state, port, persistent=True)
     yield state, port, url
     devregistry.stop(state)

@@ -1,19 +1,13 @@
 """`floeline aws`'s pure parts: port settings, printed lines, and what a machine without
 kinesis-local, node or npm is told (no process is started)."""
 
-import socket
 
 import pytest
 
+from floeline.devprocess import free_port
 from floeline import devaws
 from floeline.devprocess import port_from_env
 from floeline.errors import FloelineError, SetupError
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_port_from_env(monkeypatch):
