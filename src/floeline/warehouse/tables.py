@@ -66,29 +66,49 @@ def table_exists(spark, ref: TableRef) -> bool:
     return DeltaTable.isDeltaTable(spark, ref.path)
 
 
-def latest_version(spark, ref: TableRef) -> tuple[str, int] | None:
-    """(the table's id, its latest commit version) from Delta's log on the driver
-    (milliseconds, no Spark job); None when there is no table (or Delta's API refuses).
-    The id tells a table dropped and created again from the one before it."""
+def _snapshot(spark, ref: TableRef):
+    """The table's latest snapshot from Delta's log on the driver (milliseconds, no
+    Spark job); None when there is no table (or Delta's internal API refuses)."""
     if not table_exists(spark, ref):
         return None
     jvm = spark._jvm
     try:
         log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, ref.path)
-        snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
-        return str(snapshot.metadata().id()), int(snapshot.version())
-    except Exception:  # noqa: BLE001 - an internal API: callers then read the history
+        return log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+    except Exception:  # noqa: BLE001 - an internal API: callers then ask Spark
         return None
 
 
+def latest_version(spark, ref: TableRef) -> tuple[str, int] | None:
+    """(the table's id, its latest commit version), None when there is no table. The id
+    tells a table dropped and created again from the one before it."""
+    snapshot = _snapshot(spark, ref)
+    return None if snapshot is None else (str(snapshot.metadata().id()), int(snapshot.version()))
+
+
 def read_schema(spark, ref: TableRef) -> TableSchema | None:
-    """The table's columns and evolution flag, or None when there is no table yet."""
+    """The table's columns and evolution flag, or None when there is no table yet. Read
+    from the snapshot's metadata (no Spark job: a pipe's small load was a third slower
+    with the three it took to ask Spark)."""
+    from pyspark.sql.types import StructType
+
+    snapshot = _snapshot(spark, ref)
+    if snapshot is None:
+        return _read_schema_with_spark(spark, ref)
+    metadata = json.loads(snapshot.metadata().json())["metaData"]
+    return _table_schema(StructType.fromJson(json.loads(metadata["schemaString"])),
+                         metadata.get("configuration") or {})
+
+
+def _read_schema_with_spark(spark, ref: TableRef) -> TableSchema | None:
     from delta.tables import DeltaTable
 
     if not DeltaTable.isDeltaTable(spark, ref.path):
         return None
-    properties = table_properties(spark, ref)
-    schema = spark.read.format("delta").load(ref.path).schema
+    return _table_schema(spark.read.format("delta").load(ref.path).schema, table_properties(spark, ref))
+
+
+def _table_schema(schema, properties: dict[str, str]) -> TableSchema:
     declared = json.loads(properties.get(DECLARED_TYPES_PROPERTY) or "{}")
     columns = tuple(Column(f.name, f.dataType.simpleString(), f.nullable,
                            f.metadata.get("CURRENT_DEFAULT"), declared=declared.get(f.name, ""))
