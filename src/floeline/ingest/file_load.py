@@ -24,7 +24,7 @@ from floeline.errors import SqlError
 from floeline.records import shaping
 from floeline.records.content import quote_column
 from floeline.records.file_formats import FileFormat
-from floeline.sources.stage import read_staged
+from floeline.sources.stage import RECORDS_SCHEMA, read_on_driver, read_with_spark
 from floeline.warehouse import load_history, stage_store, stages
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import LOAD_FAILED, LOADED, PARTIALLY_LOADED, SKIPPED, FileLoad
@@ -38,6 +38,9 @@ _FIGURES = ("max(CASE WHEN row = 0 THEN size END) AS size", "max(CASE WHEN row =
             "count_if(error IS NOT NULL) AS errors",
             "min_by(named_struct('row', row, 'line', line, 'error', error), "
             "CASE WHEN error IS NOT NULL THEN row END) AS first")
+_HEAD = ("file", "size", "md5", "modified_ms", "records", "errors", "error")  # row 0's figures
+_RECORD_COLUMNS = ("file", "size", "modified_ms", "md5", "row", "line", "error", "records", "errors",
+                   "CASE WHEN row > 0 AND error IS NULL THEN try_parse_json(value) END AS v")
 
 
 def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, files, fmt: FileFormat,
@@ -50,6 +53,7 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
     more keys for the commit's userMetadata (the SNOWPIPE method's channel positions),
     committed atomically with the rows and the load history. `on_commit(loads)`: called
     after the commit with every entry it recorded (a HistoryCache's `loaded`)."""
+    import pyarrow.compute as pc
     from pyspark import StorageLevel
 
     if not files:
@@ -59,21 +63,20 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
     empty = [{"file": f.name, "size": 0, "md5": EMPTY_MD5, "modified_ms": f.modified_ms, "parsed": 0,
               "errors": 0, "first": None} for f in files if f.size == 0]
     stage_store.prepare_spark(spark, stage)
+    nonempty = [f for f in files if f.size > 0]
+    on_driver = read_on_driver(nonempty, fmt, stage_store.reader_for(stage))
+    if on_driver is not None:  # small: row 0 is at hand, and the records are a local relation
+        heads = on_driver.filter(pc.equal(on_driver["row"], 0)).select(list(_HEAD)).to_pylist()
+        return load.run(spark.createDataFrame(on_driver, RECORDS_SCHEMA).selectExpr(*_RECORD_COLUMNS),
+                        heads, empty)
     # The files are read, split and parsed once; every job below starts from this (the
     # parsed value is kept: expressions over it, inlined by Spark's optimizer, would
     # parse each record again for every use).
-    records = read_staged(spark, [f for f in files if f.size > 0], fmt, stage_store.reader_for(stage)).selectExpr(
-        "file", "size", "modified_ms", "md5", "row", "line", "error", "records", "errors",
-        "CASE WHEN row > 0 AND error IS NULL THEN try_parse_json(value) END AS v").persist(StorageLevel.MEMORY_AND_DISK)
+    records = read_with_spark(spark, nonempty, fmt).selectExpr(*_RECORD_COLUMNS).persist(
+        StorageLevel.MEMORY_AND_DISK)
     try:
-        heads = records.where("row = 0").select("file", "size", "md5", "modified_ms", "records", "errors",
-                                                "error").collect()
-        if not any(head["error"] or head["errors"] for head in heads):
-            loads = load.file_loads([{**head.asDict(), "parsed": head["records"], "errors": 0, "first": None}
-                                     for head in heads] + empty)
-            if load.write(load.shaped(records), loads, stop_on_row_error=True):
-                return [f for f in loads if f.status != SKIPPED]
-        return load.carefully(records, empty)
+        heads = [row.asDict() for row in records.where("row = 0").select(*_HEAD).collect()]
+        return load.run(records, heads, empty)
     finally:
         records.unpersist()
 
@@ -86,6 +89,16 @@ class _Load:
         self.on_error, self.history, self.pipe_name, self.commit_extra = on_error, history, pipe_name, commit_extra
         self.on_commit = on_commit
         self.scan_time = int(time.time() * 1000)
+
+    def run(self, records, heads: list[dict], empty: list[dict]) -> list[FileLoad]:
+        """The fast way when the split found no error (row 0 of each file: `heads`),
+        else, or when its write stops, the careful way."""
+        if not any(head["error"] or head["errors"] for head in heads):
+            loads = self.file_loads([{**head, "parsed": head["records"], "errors": 0, "first": None}
+                                     for head in heads] + empty)
+            if self.write(self.shaped(records), loads, stop_on_row_error=True):
+                return [f for f in loads if f.status != SKIPPED]
+        return self.carefully(records, empty)
 
     def shaped(self, records):
         """The records that split well, shaped into the table's columns

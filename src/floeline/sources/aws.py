@@ -11,6 +11,8 @@ one retry policy."""
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -50,7 +52,20 @@ def client_for(service: str, *, region: str | None, access_key_id: str | None,
                secret_access_key: str | None, session_token: str | None = None,
                endpoint: str | None = None):
     """A boto3 client for any AWS service (S3 and SQS for stages and pipes too);
-    credentials None: boto3's default chain. botocore's retries off (see `call`)."""
+    credentials None: boto3's default chain. botocore's retries off (see `call`).
+    One client per set of arguments and process: making one loads the service's model
+    (~0.1 s), which a pipe's per-file load would otherwise pay each time; boto3's
+    clients are safe to share between threads."""
+    with _CLIENTS_LOCK:
+        return _client(service, region, access_key_id, secret_access_key, session_token, endpoint)
+
+
+_CLIENTS_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=64)
+def _client(service: str, region: str | None, access_key_id: str | None, secret_access_key: str | None,
+            session_token: str | None, endpoint: str | None):
     import boto3
     import botocore.config
 

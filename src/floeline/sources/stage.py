@@ -99,15 +99,28 @@ _ARROW_SCHEMA = _arrow_schema()
 def read_staged(spark, files, fmt: FileFormat, read=None):
     """A DataFrame of the records of `files` (StagedFile, from warehouse/stages.py).
     `read` (StagedFile -> bytes): when given and the files are small, they are read and
-    split on the driver (no Spark job, no s3a client: a pipe's one new file is loaded
-    sooner); else Spark reads them."""
+    split on the driver (read_on_driver); else Spark reads them."""
+    table = read_on_driver(files, fmt, read)
+    if table is not None:
+        return spark.createDataFrame(table, RECORDS_SCHEMA)
+    return read_with_spark(spark, files, fmt)
+
+
+def read_on_driver(files, fmt: FileFormat, read):
+    """The rows of `files` as one Arrow table, read with `read` (StagedFile -> bytes) and
+    split on the driver: no Spark job and no s3a client, so a pipe's one new file loads
+    sooner. None when there is no `read` or the files are over DRIVER_READ_BYTES."""
     import pyarrow as pa
 
+    if not files or read is None or sum(f.size for f in files) > DRIVER_READ_BYTES:
+        return None
+    return pa.concat_tables([file_rows(f.name, f.modified_ms, _read_listed(read, f), fmt) for f in files])
+
+
+def read_with_spark(spark, files, fmt: FileFormat):
+    """The records of `files`, read and split by Spark's workers."""
     if not files:
         return spark.createDataFrame([], RECORDS_SCHEMA)
-    if read is not None and sum(f.size for f in files) <= DRIVER_READ_BYTES:
-        tables = [file_rows(f.name, f.modified_ms, _read_listed(read, f), fmt) for f in files]
-        return spark.createDataFrame(pa.concat_tables(tables), RECORDS_SCHEMA)
     names = {location_key(f.location): (f.name, f.modified_ms) for f in files}
     raw = spark.read.format("binaryFile").load([f.location for f in files])
     # Files are packed into partitions by size; one task per few files keeps both cores
