@@ -71,9 +71,10 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
                         heads, empty)
     # The files are read, split and parsed once; every job below starts from this (the
     # parsed value is kept: expressions over it, inlined by Spark's optimizer, would
-    # parse each record again for every use).
+    # parse each record again for every use). Kept deserialized, as DataFrame.cache()
+    # does: the serialized level copied every cached batch once more.
     records = read_with_spark(spark, nonempty, fmt).selectExpr(*_RECORD_COLUMNS).persist(
-        StorageLevel.MEMORY_AND_DISK)
+        StorageLevel.MEMORY_AND_DISK_DESER)
     try:
         heads = [row.asDict() for row in records.where("row = 0").select(*_HEAD).collect()]
         return load.run(records, heads, empty)
@@ -157,7 +158,7 @@ class _Load:
         """The careful way: each file's row errors counted before anything is written."""
         from pyspark import StorageLevel
 
-        shaped = self.shaped(records).persist(StorageLevel.MEMORY_AND_DISK)
+        shaped = self.shaped(records).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             # Each file's own row (row 0: its identity, or why it could not be read) and
             # the records the split rejected, beside the shaped rows: the figures.
