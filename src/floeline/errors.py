@@ -74,6 +74,28 @@ class TableError(FloelineError, Terminal):
     """A warehouse table cannot be created, evolved or written. Terminal."""
 
 
+class StorageFull(TableError):
+    """The filesystem under the warehouse (or the checkpoint) has no space left.
+    Terminal: nothing of the batch was committed (a Delta commit is one atomic file
+    written last), and a restart after space is freed resumes after the last commit."""
+
+
+# How a full disk or quota reads in Java's IOException and Python's OSError.
+_NO_SPACE = ("No space left on device", "Disk quota exceeded")
+
+
+def storage_full(exc: BaseException, what: str, where: str) -> StorageFull | None:
+    """A StorageFull naming `what` was being written and `where`, when `exc` (or a
+    cause in its text: Spark's errors carry the Java chain) is a full disk; else None."""
+    text = str(exc)
+    found = next((mark for mark in _NO_SPACE if mark in text), None)
+    if found is None:
+        return None
+    return StorageFull(f"{what} failed: the storage is full ({found}) at {where}. Nothing of this "
+                       f"batch was committed. Free space there (or point floeline.warehouse at a larger "
+                       f"disk) and run again: the connector resumes after the last commit.")
+
+
 class ServiceUnavailable(FloelineError, Transient):
     """A service floeline calls (Kafka, Kinesis, DynamoDB, S3, SQS, the schema
     registry) cannot be reached right now or answered with an error it calls

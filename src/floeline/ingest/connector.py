@@ -24,7 +24,7 @@ import time
 
 from floeline import retry
 from floeline.config import ConnectorConfig
-from floeline.errors import FloelineError, QueryError, ServiceUnavailable
+from floeline.errors import FloelineError, QueryError, ServiceUnavailable, storage_full
 from floeline.ingest.general import run_general_batch
 from floeline.ingest.onepass import batch_range, run_one_pass_batch
 from floeline.ingest.pipeline import Pipeline
@@ -306,7 +306,11 @@ TRANSIENT_JAVA_ERRORS = ("org.apache.kafka.common.errors.RetriableException",
 def query_failure(connector: str, exc: BaseException) -> Exception:
     """The connector's error for a query that failed outside floeline's own code:
     ServiceUnavailable (transient: restarted) when a Java exception in its causes is
-    one of TRANSIENT_JAVA_ERRORS, else QueryError."""
+    one of TRANSIENT_JAVA_ERRORS, StorageFull when the checkpoint's disk is full, else
+    QueryError."""
+    full = storage_full(exc, f"connector {connector}'s query", "its checkpoint or the warehouse")
+    if full is not None:
+        return full
     if is_transient_java(exc):
         return ServiceUnavailable(f"connector {connector}'s query failed: {first_lines(str(exc))}")
     return QueryError(f"connector {connector} stopped: {first_lines(str(exc))}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 
-from floeline.errors import SqlError
+from floeline.errors import SqlError, storage_full
 from floeline.records import shaping
 from floeline.records.content import quote_column
 from floeline.records.file_formats import FileFormat
@@ -149,6 +149,9 @@ class _Load:
         except Exception as exc:
             if stop_on_row_error and _ROW_ERROR_MARK in str(exc):
                 return False
+            full = storage_full(exc, f"loading files into table {self.ref.full_name}", self.ref.path)
+            if full is not None:
+                raise full from exc
             raise
         if self.on_commit is not None:
             self.on_commit(loads)

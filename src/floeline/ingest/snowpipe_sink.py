@@ -42,7 +42,7 @@ from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import quote
 
-from floeline.errors import TableError
+from floeline.errors import TableError, storage_full
 from floeline.ingest import snowpipe_files
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.table_sink import TableSink, first_lines
@@ -214,8 +214,9 @@ class SnowpipeSink:
                                pipe_name=pipe_full, commit_extra=positions)
         except Exception as exc:
             state.schema = None
-            raise TableError(f"loading staged files into table {ref.full_name} (pipe {pipe_full}) "
-                             f"failed: {first_lines(str(exc))}") from exc
+            what = f"loading staged files into table {ref.full_name} (pipe {pipe_full})"
+            raise (storage_full(exc, what, ref.path)
+                   or TableError(f"{what} failed: {first_lines(str(exc))}")) from exc
         phase("load")
         state.committed = after
         for load in loads:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from floeline.errors import TableError
+from floeline.errors import TableError, storage_full
 from floeline.ingest.bad_records import committed_filter_sql
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.table_state import TableState
@@ -106,7 +106,9 @@ class TableSink:
                 p.bad.divert(shaped, "_row_error", row_stage, ref, report, after, "_src_")
             state.schema = None  # the table may have changed under us: read it again next time
             p.metrics.table_commit_error(ref.full_name)
-            raise TableError(f"writing to table {ref.full_name} failed: {first_lines(str(exc))}") from exc
+            what = f"writing to table {ref.full_name}"
+            raise (storage_full(exc, what, ref.path)
+                   or TableError(f"{what} failed: {first_lines(str(exc))}")) from exc
         phase("convert+write")
         state.committed = after
         if channels:  # (a commit that only records finished channels changes nothing here)
