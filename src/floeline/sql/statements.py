@@ -131,10 +131,18 @@ class PipeCommand:
 
 
 @dataclass(frozen=True)
+class Optimize:
+    """OPTIMIZE table: Delta's compaction of the table's small files."""
+
+    table: Name
+
+
+@dataclass(frozen=True)
 class Parsed:
     statement: Statement
-    tree: exp.Expression | None = None  # every statement but the PIPE ones
+    tree: exp.Expression | None = None  # every statement but the PIPE ones and OPTIMIZE
     pipe: CreatePipe | PipeCommand | None = field(default=None)
+    optimize: Optimize | None = None
 
 
 class _Cursor:
@@ -211,6 +219,11 @@ def parse_statement(statement: Statement) -> Parsed:
         name = cursor.name()
         _expect_end(cursor)
         return Parsed(statement, pipe=PipeCommand("drop" if first == "DROP" else "describe", name, if_exists))
+    elif first == "OPTIMIZE":  # sqlglot reads it as an opaque command
+        cursor.i += 1
+        table = cursor.name()
+        _expect_end(cursor)
+        return Parsed(statement, optimize=Optimize(table))
     return Parsed(statement, tree=statement.parse())
 
 
