@@ -163,8 +163,8 @@ def test_sql_reads_col_path_on_json_storage_as_on_variant(memory_log, make_confi
     as_variant = format_rows(run_sql(spark, query, Warehouse(other)), "json")
     assert as_json == as_variant
     first = json.loads(as_json.splitlines()[0])
-    assert first == {"N": 4, "CH": "orders/0", "A": 4, "T": 4, "OK": True, "MIXED": "s4",
-                     "PAYLOAD": {"a": 4, "deep": {"ok": True}, "tags": ["x", 4]}}
+    assert first == {"n": 4, "ch": "orders/0", "a": 4, "t": 4, "ok": True, "mixed": "s4",
+                     "payload": {"a": 4, "deep": {"ok": True}, "tags": ["x", 4]}}
 
 
 def _runner(spark, log):

@@ -219,10 +219,13 @@ def parse_statement(statement: Statement) -> Parsed:
         name = cursor.name()
         _expect_end(cursor)
         return Parsed(statement, pipe=PipeCommand("drop" if first == "DROP" else "describe", name, if_exists))
-    elif first == "OPTIMIZE":  # sqlglot reads it as an opaque command
-        cursor.i += 1
-        table = cursor.name()
-        _expect_end(cursor)
+    elif first == "OPTIMIZE":
+        # The tokenizer takes all after OPTIMIZE as one string: read the name from it.
+        end = cursor.peek().end + 1
+        rest = _Cursor(Statement(statement.text, _blank(statement.script[:end]) + statement.script[end:],
+                                 statement.line))
+        table = rest.name()
+        _expect_end(rest)
         return Parsed(statement, optimize=Optimize(table))
     return Parsed(statement, tree=statement.parse())
 
