@@ -436,3 +436,13 @@ def test_ingestion_method_is_a_validated_setting():
         cfg(**{"snowflake.ingestion.method": "PIPE"})
     with pytest.raises(ConfigError, match="schematization is only available with Snowpipe Streaming"):
         cfg(**{"snowflake.ingestion.method": "SNOWPIPE", "snowflake.enable.schematization": "true"})
+
+
+def test_table_settings_variant_storage_and_auto_compact():
+    c = config_from_dict({**BASE})
+    assert (c.table_settings.variant_storage, c.table_settings.auto_compact) == ("variant", False)
+    c = config_from_dict({**BASE, "floeline.variant.storage": "JSON", "floeline.table.auto.compact": "true"})
+    assert (c.table_settings.variant_storage, c.table_settings.auto_compact) == ("json", True)
+    assert "floeline.variant.storage='text'" in cfg_error({**BASE, "floeline.variant.storage": "text"})
+    assert "snowflake.ingestion.method=SNOWPIPE" in cfg_error(
+        {**BASE, "floeline.variant.storage": "json", "snowflake.ingestion.method": "SNOWPIPE"})

@@ -66,3 +66,14 @@ def test_a_batch_skips_the_per_row_check_only_when_every_value_fits():
     assert not fits("STRING", Column("c", "decimal(38,0)")) and not fits("BIGINT", Column("c", "decimal(10,2)"))
     assert not fits("STRING", Column("c", "binary")) and not fits("STRING", Column("c", "string", declared="TIME"))
     assert not fits("BIGINT", Column("c", "timestamp_ntz")) and not fits("DECIMAL(20,0)", Column("c", "bigint"))
+
+
+def test_json_stored_variant_columns_get_the_values_json():
+    from floeline.records.conversion import Forms, value_sql
+
+    forms = Forms("x", "k", "t", "n")
+    assert value_sql(Column("P", "variant"), forms) == "x"
+    assert value_sql(Column("P", "string", declared="VARIANT"), forms) == "to_json(x)"
+    assert value_sql(Column("O", "string", declared="OBJECT"), forms).startswith("to_json(CASE WHEN k LIKE 'OBJECT%'")
+    # A plain VARCHAR column still takes the value's text.
+    assert value_sql(Column("S", "string"), forms) == "try_variant_get(x, '$', 'string')"

@@ -89,3 +89,15 @@ def test_batch_end_reads_sparks_offset_log(tmp_path):
     assert batch_end_from_offsets(entry) == BatchEnd({"orders/0": "11"})
     assert fastpath.offset_log_entry(str(tmp_path), 4) is None
     assert batch_end_from_offsets("not json") is None
+
+
+def test_json_stored_variant_columns_parse_as_variant_and_write_json():
+    schema = TableSchema((Column("RECORD_METADATA", "string", declared="VARIANT"),
+                          Column("N", "decimal(38,0)"), Column("P", "string", declared="VARIANT")), True)
+    plan = fastpath.typed_plan(schema, frozenset({"n", "p"}))
+    assert "`p` variant" in plan.json_schema
+    assert plan.columns[0].endswith("ELSE CAST(to_json(_meta) AS string) END AS `RECORD_METADATA`")
+    assert plan.columns[2] == "to_json(j.`p`) AS `P`"
+    # OBJECT and ARRAY have conversion rules: the general path applies them.
+    with_object = TableSchema((Column("P", "string", declared="OBJECT"),), True)
+    assert fastpath.typed_plan(with_object, frozenset({"p"})) is None

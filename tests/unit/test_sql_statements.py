@@ -102,3 +102,12 @@ def test_stage_pipe_statements():
     assert (refresh.action, refresh.name.normalized) == ("refresh", ("DB", "S", "P"))
     with pytest.raises(SqlError, match="ALTER PIPE supports REFRESH only"):
         parse_statement(split_script("ALTER PIPE p SET PIPE_EXECUTION_PAUSED=TRUE")[0])
+
+
+def test_optimize_names_its_table():
+    from floeline.sql.statements import parse_statement, split_script
+
+    parsed = parse_statement(split_script('OPTIMIZE db.s."my t"')[0])
+    assert parsed.optimize.table.normalized == ("DB", "S", "my t") and parsed.tree is None
+    with pytest.raises(SqlError, match="unexpected 'b'"):
+        parse_statement(split_script("OPTIMIZE a b")[0])

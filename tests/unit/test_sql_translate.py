@@ -43,3 +43,26 @@ def test_time_travel_ddl_and_ctes(warehouse):
     assert "VERSION AS OF 1" in translate("select * from raw.orders version as of 1", warehouse)
     assert translate("describe raw.orders", warehouse) == f"DESCRIBE delta.`{path}`"
     assert "FROM x" in translate("with x as (select 1) select * from x", warehouse)
+
+
+def test_json_stored_semi_structured_columns_are_read_parsed(warehouse):
+    """A table with floeline.variant.storage=json: its VARIANT columns are JSON text; the
+    query reads them through a view that parses them, so col:path works unchanged."""
+    import sqlglot
+
+    from floeline.sql.query import translate_tree
+    from floeline.warehouse.tables import Column
+
+    columns = [Column("RECORD_METADATA", "string", declared="VARIANT"), Column("N", "decimal(38,0)"),
+               Column("NAME", "string"), Column("TAGS", "string", declared="ARRAY")]
+    path = f"{warehouse.root}/FLOELINE/PUBLIC/ORDERS"
+    tree = sqlglot.parse_one("select o.record_metadata:topic::string, tags[0] from public.orders o "
+                             "AT(VERSION => 2) where n > 1", read="snowflake")
+    sql = translate_tree(tree, warehouse, lambda ref: columns)
+    view = (f"(SELECT TRY_PARSE_JSON(`RECORD_METADATA`) AS `RECORD_METADATA`, `N`, `NAME`, "
+            f"TRY_PARSE_JSON(`TAGS`) AS `TAGS` FROM delta.`{path}` VERSION AS OF 2) AS o")
+    assert view in sql and "record_metadata:topic" in sql
+    # Tables without JSON-stored columns are read as they are.
+    plain = [Column("N", "decimal(38,0)"), Column("NAME", "string")]
+    tree = sqlglot.parse_one("select n from public.orders", read="snowflake")
+    assert translate_tree(tree, warehouse, lambda ref: plain) == f"SELECT n FROM delta.`{path}` AS `orders`"

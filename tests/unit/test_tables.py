@@ -14,3 +14,14 @@ def test_space_and_delta_reserved_characters_need_mapping():
 
 def test_no_names_need_no_mapping():
     assert not needs_column_mapping([])
+
+
+def test_json_storage_keeps_the_semi_structured_type_declared():
+    from floeline.warehouse.tables import Column, in_storage, stores_json
+
+    variant, obj = Column("PAYLOAD", "variant"), Column("O", "variant", declared="OBJECT")
+    assert in_storage(variant, "variant") == variant
+    assert in_storage(variant, "json") == Column("PAYLOAD", "string", declared="VARIANT")
+    assert in_storage(obj, "json").declared == "OBJECT" and stores_json(in_storage(obj, "json"))
+    assert in_storage(Column("N", "decimal(38,0)"), "json") == Column("N", "decimal(38,0)")
+    assert not stores_json(Column("V", "string", declared="VARCHAR(10)"))

@@ -54,6 +54,7 @@ TYPED_KEYS = frozenset({
     "bootstrap.servers",  # Kafka's own name (as in a Kafka Connect worker config)
     "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master", "floeline.source",
     "floeline.metrics.port", "floeline.metrics.host", "floeline.metrics.ready.max.lag",
+    "floeline.variant.storage", "floeline.table.auto.compact",
 }) | kinesis.KEYS
 
 # Keys (and key families with free suffixes) that later stages read from `raw`:
@@ -153,6 +154,19 @@ class MetricsSettings:
 
 
 @dataclass(frozen=True)
+class TableSettings:
+    """How the connector makes the tables it creates (warehouse/tables.py)."""
+
+    # floeline.variant.storage: semi-structured columns (RECORD_METADATA, RECORD_CONTENT,
+    # VARIANT columns) as Delta VARIANT ("variant", the default), or as JSON text that
+    # every Delta reader handles ("json"; floeline sql still reads col:path on them).
+    variant_storage: Literal["variant", "json"] = "variant"
+    # floeline.table.auto.compact: create tables with Delta's auto compaction on
+    # (delta.autoOptimize.autoCompact), so many small commits do not leave many small files.
+    auto_compact: bool = False
+
+
+@dataclass(frozen=True)
 class ConnectorConfig:
     """One connector's settings, validated. Built by config_from_dict / load_config."""
 
@@ -209,6 +223,7 @@ class ConnectorConfig:
     raw: Mapping[str, str] = field(compare=False, repr=False)  # all settings, read-only (holds secrets)
     kinesis: KinesisSettings | None = None  # floeline.source=kinesis: its kinesis.* / aws.* settings
     metrics: MetricsSettings = MetricsSettings()  # floeline.metrics.*
+    table_settings: TableSettings = TableSettings()  # floeline.variant.storage, floeline.table.*
     # errors.retry.timeout / errors.retry.delay.max.ms (ms, Kafka Connect's names): how long
     # transient errors of Kafka, the registry, the DLQ and the query are retried (retry.py).
     retry: RetryPolicy = RetryPolicy()
@@ -376,6 +391,7 @@ class _Reader:
             ignored_keys=tuple(sorted(k for k in self.settings if _is_ignored(k))),
             raw=MappingProxyType(dict(self.settings)),
             metrics=self.metrics(count_records),
+            table_settings=self.table_settings(method),
             retry=self.retry_policy(),
         )
 
@@ -390,6 +406,15 @@ class _Reader:
         return MetricsSettings(
             port=port, host=self.text("floeline.metrics.host", MetricsSettings.host),
             ready_max_lag=self.integer("floeline.metrics.ready.max.lag", count_records, minimum=0))
+
+    def table_settings(self, method: str) -> TableSettings:
+        storage = self.choice("floeline.variant.storage", "variant", ("variant", "json"))
+        if storage == "json" and method == "SNOWPIPE":
+            self.problems.append("floeline.variant.storage=json is not supported with "
+                                 "snowflake.ingestion.method=SNOWPIPE (its pipe loads VARIANT "
+                                 "columns); remove one of the two settings")
+            storage = "variant"
+        return TableSettings(storage, self.boolean("floeline.table.auto.compact", False))
 
     def retry_policy(self) -> RetryPolicy:
         try:

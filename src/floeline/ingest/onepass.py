@@ -41,7 +41,7 @@ from floeline.records.content import PARSE_VALUE_SQL, quote_column, sql_string
 from floeline.sources.base import BatchEnd, position_after
 from floeline.warehouse.pipes import pipe_for_table
 from floeline.warehouse.positions import commit_metadata
-from floeline.warehouse.tables import METADATA_COLUMN, TableSchema
+from floeline.warehouse.tables import METADATA_COLUMN, TableSchema, stores_json
 
 log = logging.getLogger("floeline")
 
@@ -86,11 +86,15 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
         if column.name.upper() == METADATA_COLUMN and not keys:
             values.append("CAST(_meta AS variant)" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type})")
-        elif len(keys) > 1 or column.declared or not column.type.startswith(_FAST_TYPES) or (
+        elif len(keys) > 1 or (column.declared and not _json_variant(column)) or (
+                not column.type.startswith(_FAST_TYPES)) or (
                 not keys and not column.nullable) or column.default is not None:
             return None  # (a DEFAULT column: the general path fills records without its key)
         elif not keys:
             values.append(None)  # left out of the write: Delta's NULL or AUTOINCREMENT value
+        elif _json_variant(column):  # VARIANT stored as JSON text: the value's JSON
+            fields.append(f"{quote_column(keys[0])} variant")
+            values.append(f"to_json(j.{quote_column(keys[0])})")
         else:
             fields.append(f"{quote_column(keys[0])} {column.type}")
             values.append(f"j.{quote_column(keys[0])}")
@@ -114,6 +118,12 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
                   column)
     columns = [f"{v} AS {quote_column(c.name)}" for v, c in written]
     return TypedPlan(", ".join(fields), columns, unusual, known_keys)
+
+
+def _json_variant(column) -> bool:
+    """A VARIANT column stored as JSON text (floeline.variant.storage=json): any value
+    fits, as for VARIANT (OBJECT and ARRAY have rules: the general path applies them)."""
+    return stores_json(column) and column.declared.upper() == "VARIANT"
 
 
 def from_json_sql(json_schema: str) -> str:

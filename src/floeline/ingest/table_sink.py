@@ -161,23 +161,26 @@ class TableSink:
         new column's type is the one its key's schema declares (`declared`: key ->
         Spark type, from the value's Avro schema), else the type of this batch's values."""
         declared = declared or {}
+        p = self.pipeline
+        settings = p.config.table_settings
 
         def new_column(name, keys, vtype) -> Column:
-            return Column(name, next((declared[k] for k in keys if k in declared),
-                                     column_type_for(vtype)))
+            return tables.in_storage(Column(name, next((declared[k] for k in keys if k in declared),
+                                                       column_type_for(vtype))), settings.variant_storage)
 
-        p = self.pipeline
         ref = state.ref
         normalize = p.config.column_normalization
         schema = p.tables.schema(state)
         if schema is None:
+            metadata = tables.in_storage(Column(METADATA_COLUMN, "variant"), settings.variant_storage)
             if not p.config.schematization:
-                columns = [Column(METADATA_COLUMN, "variant"), Column(shaping.CONTENT_COLUMN, "variant")]
+                columns = [metadata, tables.in_storage(Column(shaping.CONTENT_COLUMN, "variant"),
+                                                       settings.variant_storage)]
             else:
                 # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
-                columns = [Column(METADATA_COLUMN, "variant")] if p.config.metadata.all_ else []
+                columns = [metadata] if p.config.metadata.all_ else []
                 columns += _addable(fields, columns, new_column)
-            tables.create_table(p.spark, ref, columns, evolution=True)
+            tables.create_table(p.spark, ref, columns, evolution=True, auto_compact=settings.auto_compact)
             # The table is what was just created: no need to read it back.
             state.schema, state.schema_read_at = TableSchema(tuple(columns), True), time.time()
             return state.schema

@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 
 from floeline.records.content import sql_string
-from floeline.warehouse.tables import Column
+from floeline.warehouse.tables import Column, stores_json
 
 _INTS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _INT_SQL = ", ".join(f"'{t}'" for t in _INTS)
@@ -112,7 +112,13 @@ def forms_sql(column: Column, forms: Forms) -> list[list[str]]:
 
 def value_sql(column: Column, forms: Forms, binary_format: str = "BASE64") -> str:
     """The value in `column`'s type, NULL when it does not fit (or is absent or JSON
-    null), from the forms forms_sql computed."""
+    null), from the forms forms_sql computed. A semi-structured column stored as JSON
+    text (floeline.variant.storage=json) gets the VARIANT value's JSON."""
+    value = _typed_value_sql(column, forms, binary_format)
+    return f"to_json({value})" if stores_json(column) else value
+
+
+def _typed_value_sql(column: Column, forms: Forms, binary_format: str) -> str:
     x, kind, text, number = forms.x, forms.kind, forms.text, forms.number
     is_string = f"{kind} = 'STRING'"
     logical = logical_type(column)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import conversion
 from floeline.records.content import has_key_sql, key_value_sql, parse_object_schema, sql_string
-from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
+from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema, stores_json
 
 CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
 # The record's source columns every shaped row carries (as _src_*), for bad records.
@@ -101,7 +101,8 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
                           else f"CAST(to_json(_meta) AS {column.type}) AS {ref}")
         elif column.name.upper() == CONTENT_COLUMN and not schematization:
             # A tombstone kept by behavior.on.null.values=DEFAULT is an empty object.
-            values.append(f"CASE WHEN _tombstone THEN parse_json('{{}}') ELSE v END AS {ref}")
+            content = "CASE WHEN _tombstone THEN parse_json('{}') ELSE v END"
+            values.append(f"{f'to_json({content})' if stores_json(column) else content} AS {ref}")
         elif keys:
             # The value's forms (kind, text, epoch) each get a projection of their own,
             # so the rule reads them as columns instead of repeating their expressions.
@@ -163,7 +164,9 @@ def pipe_rows(schema: TableSchema, table_rows, pipe):
                 computed.append(f"({expr.error_sql}) AS _pe{i}")
                 kept.append(f"_pe{i}")
                 errors.append(f"_pe{i}")
-            casts.append(f"try_cast(_pv{i} AS {column.type}) AS {ref}")
+            # A semi-structured column stored as JSON text takes the value as VARIANT's JSON.
+            casts.append(f"to_json(try_cast(_pv{i} AS variant)) AS {ref}" if stores_json(column)
+                         else f"try_cast(_pv{i} AS {column.type}) AS {ref}")
             errors.append(
                 f"CASE WHEN _pv{i} IS NOT NULL AND {ref} IS NULL THEN concat("
                 f"{sql_string(f'pipe {pipe.name}: value ')}, left(CAST(_pv{i} AS STRING), 200), "

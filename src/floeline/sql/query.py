@@ -8,7 +8,12 @@ Spark by floeline.sql.expressions; the rest is written out by sqlglot's Spark
 (Databricks) generator. Time travel: `VERSION AS OF n` / `TIMESTAMP AS OF t`, or
 Snowflake's `AT(VERSION => n)` / `AT(TIMESTAMP => t)`.
 
-`[...]` on a column is variant access (floeline stores OBJECT/ARRAY as VARIANT)."""
+`[...]` on a column is variant access (floeline stores OBJECT/ARRAY as VARIANT).
+
+A table whose semi-structured columns are stored as JSON text (a connector with
+floeline.variant.storage=json; the declared type says VARIANT, OBJECT or ARRAY) is read
+through a subquery that parses those columns back to VARIANT, so a query sees the same
+columns, `col:path` and casts included, whichever form the table stores."""
 
 from __future__ import annotations
 
@@ -20,8 +25,10 @@ from sqlglot import exp
 from floeline.errors import SqlError
 from floeline.sql.expressions import SPARK_DIALECT, Compiler, Mode
 from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse.tables import read_schema, stores_json
 
 DIALECT = SPARK_DIALECT
+_PARSED_MARK = "floeline_parsed_view"
 READ = "snowflake"
 
 
@@ -34,8 +41,11 @@ def translate(sql: str, warehouse: Warehouse) -> str:
     return translate_tree(tree, warehouse)
 
 
-def translate_tree(tree: exp.Expression, warehouse: Warehouse) -> str:
+def translate_tree(tree: exp.Expression, warehouse: Warehouse, table_columns=None) -> str:
+    """`table_columns(ref)`: the table's columns (warehouse.tables.Column), or None
+    when unknown; tables with JSON-stored semi-structured columns are read parsed."""
     ctes = {cte.alias_or_name.upper() for cte in tree.find_all(exp.CTE)}
+    parsed: list[list] = []  # the columns of each table to read through _parsed_view
     for table in list(tree.find_all(exp.Table)):
         parts = [p for p in (table.catalog, table.db, table.name) if p]
         if not parts or (len(parts) == 1 and parts[0].upper() in ctes) or table.db == "delta":
@@ -59,10 +69,39 @@ def translate_tree(tree: exp.Expression, warehouse: Warehouse) -> str:
         if alias is None and isinstance(table.parent, (exp.From, exp.Join)):
             # Columns qualified by the table's name (ORDERS.ID) keep working.
             alias = exp.TableAlias(this=exp.to_identifier(table.name, quoted=True))
+        columns = table_columns(ref) if table_columns is not None else None
+        if columns and any(stores_json(c) for c in columns):
+            # Checked before the rewrite below: its parse_json must not be compiled again.
+            replacement.meta[_PARSED_MARK] = len(parsed)
+            parsed.append(columns)
+            alias = alias or exp.TableAlias(this=exp.to_identifier(table.name, quoted=True))
         if alias is not None:
             replacement.set("alias", alias)
         table.replace(replacement)
-    return Compiler(Mode.QUERY).rewrite(tree).sql(dialect=DIALECT)
+    spark_sql_tree = Compiler(Mode.QUERY).rewrite(tree)
+    for table in list(spark_sql_tree.find_all(exp.Table)):
+        if _PARSED_MARK in table.meta:
+            table.replace(_parsed_view(table, parsed[table.meta[_PARSED_MARK]]))
+    return spark_sql_tree.sql(dialect=DIALECT)
+
+
+def _parsed_view(table: exp.Table, columns) -> exp.Subquery:
+    """`(SELECT a, parse_json(b) AS b, ... FROM delta.path) AS alias`: the table with its
+    JSON-stored semi-structured columns as VARIANT (JSON text that does not parse, written
+    by another tool, reads as NULL)."""
+    alias = table.args.get("alias")
+    inner = table.copy()
+    inner.set("alias", None)
+    inner.meta.pop(_PARSED_MARK, None)
+    items = []
+    for column in columns:
+        name = exp.to_identifier(column.name, quoted=True)
+        if stores_json(column):
+            value = exp.Anonymous(this="try_parse_json", expressions=[exp.Column(this=name)])
+            items.append(exp.Alias(this=value, alias=name.copy()))
+        else:
+            items.append(exp.Column(this=name))
+    return exp.Subquery(this=exp.Select(expressions=items).from_(inner), alias=alias)
 
 
 def run_sql(spark, sql: str, warehouse: Warehouse):
@@ -80,11 +119,17 @@ def run_query(spark, tree: exp.Expression, warehouse: Warehouse):
     """A parsed query's result as a Spark DataFrame."""
     from floeline.sql.load_functions import expand_load_functions
 
-    spark_sql = translate_tree(expand_load_functions(spark, tree, warehouse), warehouse)
+    spark_sql = translate_tree(expand_load_functions(spark, tree, warehouse), warehouse,
+                               lambda ref: _columns(spark, ref))
     try:
         return spark.sql(spark_sql)
     except Exception as exc:
         raise SqlError(f"query failed: {spark_error(exc)}") from exc
+
+
+def _columns(spark, ref):
+    schema = read_schema(spark, ref)
+    return list(schema.columns) if schema is not None else None
 
 
 def spark_error(exc: Exception) -> str:

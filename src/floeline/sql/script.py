@@ -15,6 +15,7 @@ from sqlglot import exp
 from floeline.errors import FloelineError, SqlError
 from floeline.sql.copy import CopyInto
 from floeline.sql.ddl import Ddl, is_ddl
+from floeline.sql.maintenance import optimize
 from floeline.sql.query import run_query
 from floeline.sql.stage_ddl import StageDdl, is_stage_statement
 from floeline.sql.statements import Statement, parse_statement, split_script
@@ -40,6 +41,10 @@ def iter_script(spark, script: str, warehouse: Warehouse):
             continue
         if isinstance(parsed.tree, exp.Copy):
             yield statement, _run(statement, copy.execute, parsed.tree, statement)
+            continue
+        if parsed.optimize is not None:
+            yield statement, _run(statement, lambda name: optimize(spark, ddl.need(name)),
+                                  parsed.optimize.table)
             continue
         if is_ddl(parsed):
             yield statement, ddl.execute(parsed)

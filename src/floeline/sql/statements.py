@@ -131,10 +131,18 @@ class PipeCommand:
 
 
 @dataclass(frozen=True)
+class Optimize:
+    """OPTIMIZE table: Delta's compaction of the table's small files."""
+
+    table: Name
+
+
+@dataclass(frozen=True)
 class Parsed:
     statement: Statement
-    tree: exp.Expression | None = None  # every statement but the PIPE ones
+    tree: exp.Expression | None = None  # every statement but the PIPE ones and OPTIMIZE
     pipe: CreatePipe | PipeCommand | None = field(default=None)
+    optimize: Optimize | None = None
 
 
 class _Cursor:
@@ -211,6 +219,14 @@ def parse_statement(statement: Statement) -> Parsed:
         name = cursor.name()
         _expect_end(cursor)
         return Parsed(statement, pipe=PipeCommand("drop" if first == "DROP" else "describe", name, if_exists))
+    elif first == "OPTIMIZE":
+        # The tokenizer takes all after OPTIMIZE as one string: read the name from it.
+        end = cursor.peek().end + 1
+        rest = _Cursor(Statement(statement.text, _blank(statement.script[:end]) + statement.script[end:],
+                                 statement.line))
+        table = rest.name()
+        _expect_end(rest)
+        return Parsed(statement, optimize=Optimize(table))
     return Parsed(statement, tree=statement.parse())
 
 

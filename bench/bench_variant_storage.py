@@ -1,0 +1,81 @@
+"""Write cost of floeline.variant.storage: the same records written by the connector
+with semi-structured columns as Delta VARIANT and as JSON text, in one run and one
+Spark session (alternating rounds after a warm-up of each; best round each).
+
+The source is the memory source (tests' broker-less source; its Python reader costs
+both forms the same), so the figures compare the two forms, not Kafka throughput.
+Each record has RECORD_METADATA, a nested object (a VARIANT column) and three scalars.
+Last line: `variant_rows_per_s=N json_rows_per_s=N json_vs_variant=R`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+from floeline.config import config_from_dict  # noqa: E402
+from floeline.ingest import Connector  # noqa: E402
+from floeline.sources.memory import MemoryLog, MemorySource  # noqa: E402
+from floeline.spark import get_spark  # noqa: E402
+
+
+def record(n: int) -> bytes:
+    return json.dumps({"order_id": n, "customer_name": f"customer {n % 977}", "total": n * 0.25,
+                       "details": {"items": [{"sku": f"s{n % 13}", "qty": n % 5 + 1}],
+                                   "address": {"city": "Lisbon", "zip": f"{n % 9999:04d}"},
+                                   "gift": n % 2 == 0}}).encode()
+
+
+def fill(log: MemoryLog, records: int, channels: int) -> None:
+    per = records // channels
+    for c in range(channels):
+        log.append(f"orders/{c}", "orders", [record(c * per + i) for i in range(per)])
+
+
+def run(spark, log: MemoryLog, storage: str, records: int, work: str, name: str) -> float:
+    config = config_from_dict({
+        "name": name, "topics": "orders", "floeline.warehouse": os.path.join(work, name),
+        "floeline.variant.storage": storage, "buffer.count.records": str(records),
+        "buffer.flush.time": "1"})
+    started = time.time()
+    Connector(config, spark, source=MemorySource(config, log)).run(until_caught_up=True)
+    elapsed = time.time() - started
+    written = spark.read.format("delta").load(
+        os.path.join(work, name, "FLOELINE", "PUBLIC", "ORDERS")).count()
+    assert written == records, (written, records)
+    return records / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--channels", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    spark = get_spark()
+    with tempfile.TemporaryDirectory(prefix="floeline-bench-variant-") as work:
+        log = MemoryLog(os.path.join(work, "log"))
+        fill(log, args.records, args.channels)
+        records = args.records // args.channels * args.channels
+        small = MemoryLog(os.path.join(work, "warmup-log"))
+        fill(small, 2000, args.channels)
+        for storage in ("variant", "json"):
+            run(spark, small, storage, 2000, work, f"warmup_{storage}")
+        best = {"variant": 0.0, "json": 0.0}
+        for i in range(args.rounds):
+            for storage in ("variant", "json"):
+                rate = run(spark, log, storage, records, work, f"{storage}_{i}")
+                print(f"round {i + 1}: {storage}: {rate:,.0f} rows/s", flush=True)
+                best[storage] = max(best[storage], rate)
+    print(f"records={records} channels={args.channels} (best of {args.rounds} rounds)")
+    print(f"variant_rows_per_s={best['variant']:.0f} json_rows_per_s={best['json']:.0f} "
+          f"json_vs_variant={best['json'] / best['variant']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

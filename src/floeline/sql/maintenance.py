@@ -1,0 +1,30 @@
+"""Table maintenance statements of `floeline sql`: OPTIMIZE (Delta's compaction).
+
+A connector flushing every second adds a few small Parquet files per commit; a reader
+opens every one of them. OPTIMIZE rewrites them into large files in one commit that
+changes no row (Delta's `dataChange=false`): positions stay in the connector's commits,
+so a connector resumes exactly as before, and a streaming reader of the table skips
+the rewrite. It may run while the connector writes (Delta retries or fails the
+compaction, never the append). For maintenance on a schedule, see
+floeline.table.auto.compact (warehouse/tables.py)."""
+
+from __future__ import annotations
+
+from floeline.errors import SqlError
+from floeline.records.content import quote_column
+from floeline.sql.query import spark_error
+from floeline.warehouse.catalog import TableRef
+
+
+def optimize(spark, ref: TableRef):
+    """Compact the table's small files; one row: the table, files removed and added,
+    and the files the table has now."""
+    try:
+        result = spark.sql(f"OPTIMIZE delta.{quote_column(ref.path)}").first()
+    except Exception as exc:  # Spark's own exception types
+        raise SqlError(f"OPTIMIZE {ref.full_name} failed: {spark_error(exc)}") from exc
+    metrics = result["metrics"]
+    files = spark.sql(f"DESCRIBE DETAIL delta.{quote_column(ref.path)}").first()["numFiles"]
+    return spark.createDataFrame(
+        [(ref.full_name, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]), int(files))],
+        "table string, files_removed long, files_added long, files_now long")
