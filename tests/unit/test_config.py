@@ -446,3 +446,11 @@ def test_table_settings_variant_storage_and_auto_compact():
     assert "floeline.variant.storage='text'" in cfg_error({**BASE, "floeline.variant.storage": "text"})
     assert "snowflake.ingestion.method=SNOWPIPE" in cfg_error(
         {**BASE, "floeline.variant.storage": "json", "snowflake.ingestion.method": "SNOWPIPE"})
+
+
+def test_schema_evolution_max_new_columns():
+    assert config_from_dict({**BASE}).table_settings.max_new_columns == 1000
+    c = config_from_dict({**BASE, "floeline.schema.evolution.max.new.columns": "50"})
+    assert c.table_settings.max_new_columns == 50
+    assert "floeline.schema.evolution.max.new.columns" in cfg_error(
+        {**BASE, "floeline.schema.evolution.max.new.columns": "0"})

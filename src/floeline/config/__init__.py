@@ -54,7 +54,7 @@ TYPED_KEYS = frozenset({
     "bootstrap.servers",  # Kafka's own name (as in a Kafka Connect worker config)
     "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master", "floeline.source",
     "floeline.metrics.port", "floeline.metrics.host", "floeline.metrics.ready.max.lag",
-    "floeline.variant.storage", "floeline.table.auto.compact",
+    "floeline.variant.storage", "floeline.table.auto.compact", "floeline.schema.evolution.max.new.columns",
 }) | kinesis.KEYS
 
 # Keys (and key families with free suffixes) that later stages read from `raw`:
@@ -164,6 +164,12 @@ class TableSettings:
     # floeline.table.auto.compact: create tables with Delta's auto compaction on
     # (delta.autoOptimize.autoCompact), so many small commits do not leave many small files.
     auto_compact: bool = False
+    # floeline.schema.evolution.max.new.columns: the most columns one batch's new keys may
+    # add to a table (or create it with). Snowflake's COPY evolves at most 100 columns per
+    # load; here the bound keeps a record with 100,000 keys from making a table no engine
+    # can plan: past it no column is added and the records holding those keys are row
+    # errors (DLQ / error table) that say so.
+    max_new_columns: int = 1000
 
 
 @dataclass(frozen=True)
@@ -414,7 +420,9 @@ class _Reader:
                                  "snowflake.ingestion.method=SNOWPIPE (its pipe loads VARIANT "
                                  "columns); remove one of the two settings")
             storage = "variant"
-        return TableSettings(storage, self.boolean("floeline.table.auto.compact", False))
+        return TableSettings(storage, self.boolean("floeline.table.auto.compact", False),
+                             self.integer("floeline.schema.evolution.max.new.columns",
+                                          TableSettings.max_new_columns, minimum=1))
 
     def retry_policy(self) -> RetryPolicy:
         try:

@@ -71,13 +71,15 @@ class TableSink:
                                                     report, after)
                 expected -= rejected
                 fields.pop("")
+            all_fields, fields = fields, self.without_wide_records(state, table_rows, fields)
             phase("keys")
             declared = p.declared_types(set().union(*(c.get("schema_ids", ()) for c in channels.values())))
             schema = self.prepare(state, table_rows, fields, declared)
             phase("table")
-            shaped = shaping.default_pipe_rows(schema, table_rows, fields, cfg.schematization,
+            shaped = shaping.default_pipe_rows(schema, table_rows, all_fields, cfg.schematization,
                                                cfg.column_normalization, display_name(ref),
-                                               binary_format=cfg.binary_format)
+                                               binary_format=cfg.binary_format,
+                                               evolution_refused=state.evolution_refused)
         columns = [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)
                    if f"_c{i}" in shaped.columns]  # (the default pipe leaves out keyless columns)
         row_stage = "'pipe expression'" if pipe is not None else "'table write'"
@@ -179,15 +181,16 @@ class TableSink:
             else:
                 # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
                 columns = [metadata] if p.config.metadata.all_ else []
-                columns += _addable(fields, columns, new_column)
+                columns += _within_bound(_addable(fields, columns, new_column), state, settings.max_new_columns)
             tables.create_table(p.spark, ref, columns, evolution=True, auto_compact=settings.auto_compact)
             # The table is what was just created: no need to read it back.
             state.schema, state.schema_read_at = TableSchema(tuple(columns), True), time.time()
             return state.schema
         if not schema.evolution or not p.config.schematization:
             return schema
-        new = _addable({name: field for name, field in fields.items()
-                        if schema.find(name, exact=normalize) is None}, schema.columns, new_column)
+        new = _within_bound(_addable({name: field for name, field in fields.items()
+                                      if schema.find(name, exact=normalize) is None}, schema.columns, new_column),
+                            state, settings.max_new_columns)
         changed = False
         if new:
             tables.add_columns(p.spark, ref, new)
@@ -201,6 +204,26 @@ class TableSink:
                 tables.drop_not_null(p.spark, ref, column.name)
                 changed = True
         return p.tables.schema(state, refresh=True) if changed else schema
+
+    def without_wide_records(self, state: TableState, table_rows, fields):
+        """`fields`, or when their keys would add more columns than
+        floeline.schema.evolution.max.new.columns, the fields of the records with at most
+        that many keys: a record with 100,000 keys becomes a row error (its keys match no
+        column, state.evolution_refused says why) and does not stop the others' columns."""
+        p = self.pipeline
+        bound, normalize = p.config.table_settings.max_new_columns, p.config.column_normalization
+        state.evolution_refused = None
+        schema = p.tables.schema(state)
+        if not p.config.schematization or (schema is not None and not schema.evolution) or sum(
+                1 for name in fields if schema is None or schema.find(name, exact=normalize) is None) <= bound:
+            return fields
+        state.evolution_refused = (f"it has more keys than floeline.schema.evolution.max.new.columns ({bound}) "
+                                   f"lets a batch add as columns: raise the setting, or nest such keys "
+                                   f"under one key")
+        valid = "v IS NOT NULL" + (" AND _error IS NULL" if "_error" in table_rows.columns else "")
+        result = table_rows.where(f"{valid} AND coalesce(size(json_object_keys(to_json(v))), 0) <= {bound}") \
+            .selectExpr("schema_of_variant_agg(v) AS s").first()
+        return shaping.fields_of(result["s"] if result and result["s"] else "", normalize)
 
     @staticmethod
     def record_fields(table_rows, channels: dict, normalize: bool) -> dict[str, tuple[list[str], str]]:
@@ -216,6 +239,17 @@ class TableSink:
                 "schema_of_variant_agg(v) AS s").first()
             merged = result["s"] if result and result["s"] else ""
         return shaping.fields_of(merged, normalize)
+
+
+def _within_bound(new: list[Column], state: TableState, bound: int) -> list[Column]:
+    """`new`, or none of them when they are more than `bound` (noted on `state` for the
+    records' row error: they hold keys that now have no column)."""
+    if len(new) <= bound:
+        return new
+    state.evolution_refused = (f"the batch's new keys would add {len(new)} columns, more than "
+                               f"floeline.schema.evolution.max.new.columns ({bound}), so none was added: "
+                               f"raise the setting, or nest such keys under one key")
+    return []
 
 
 def _addable(fields, existing, make) -> list[Column]:

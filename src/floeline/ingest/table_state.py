@@ -34,6 +34,9 @@ class TableState:
     # writes filter replays against the positions it held before the batch.
     batch_metadata: str | None = None
     batch_base: Committed | None = None
+    # Why this batch's schema evolution left some keys without a column (they were
+    # over floeline.schema.evolution.max.new.columns): their records' row error says it.
+    evolution_refused: str | None = None
 
     def holds(self, channel: str, position: str | None) -> bool:
         """True when the table already holds `channel` up to `position` or further."""

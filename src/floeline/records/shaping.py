@@ -54,11 +54,39 @@ def unmatched_keys(schema: TableSchema, fields, normalize: bool = False) -> list
             if schema.find(name, exact=normalize) is None for key in keys]
 
 
-def unmatched_keys_error_sql(keys: list[str], evolution: bool, table: str) -> str:
+# Past this many keys without a column, a record's row error is found with one array
+# expression instead of one CASE per key (Spark plans 100,000 of those for hours).
+_KEYS_LISTED = 50
+
+
+def unmatched_keys_error_sql(keys: list[str], evolution: bool, table: str,
+                             evolution_refused: str | None = None) -> str:
     """The row error of a record holding any of `keys` (even as null), as Snowflake's
-    connector rejects a record with a key that has no column; None-free SQL."""
+    connector rejects a record with a key that has no column; None-free SQL.
+    `evolution_refused`: why schema evolution left keys without a column this batch."""
+    if evolution_refused is not None:
+        return _many_keys_error_sql(keys, table, evolution_refused)
+    if len(keys) > _KEYS_LISTED:
+        return _many_keys_error_sql(keys, table, _unmatched_why(evolution, table))
     held = ", ".join(f"CASE WHEN {key_value_sql(k)} IS NOT NULL THEN {sql_string(repr(k))} END"
                      for k in keys)
+    return (f"CASE WHEN concat_ws(', ', {held}) != '' THEN concat('record key ', "
+            f"concat_ws(', ', {held}), {sql_string(f' matches no column of table {table}: ' + _unmatched_why(evolution, table))}) END")
+
+
+def _many_keys_error_sql(keys: list[str], table: str, why: str) -> str:
+    """The row error of a record holding any of many `keys`: the record's own keys
+    (json_object_keys) against `keys`, one literal array; names the count and the first."""
+    import json
+
+    held = (f"array_intersect(json_object_keys(to_json(v)), "
+            f"from_json({sql_string(json.dumps(sorted(set(keys))))}, 'array<string>'))")
+    return (f"CASE WHEN size({held}) > 0 THEN concat('record has ', size({held}), ' keys that match no "
+            f"column of table ', {sql_string(table)}, ' (', array_join(slice(array_sort({held}), 1, 5), ', '), "
+            f"CASE WHEN size({held}) > 5 THEN ', ...' ELSE '' END, '): ', {sql_string(why)}) END")
+
+
+def _unmatched_why(evolution: bool, table: str) -> str:
     if evolution:
         why = ("a column named like it but for case exists, and Delta column names are "
                "case-insensitive: rename the key (ReplaceField transform) or the column")
@@ -66,13 +94,12 @@ def unmatched_keys_error_sql(keys: list[str], evolution: bool, table: str) -> st
         why = (f"schema evolution is off (ENABLE_SCHEMA_EVOLUTION = FALSE): add the column "
                f"(ALTER TABLE {table} ADD COLUMN ...) or ALTER TABLE {table} SET "
                f"ENABLE_SCHEMA_EVOLUTION = TRUE")
-    return (f"CASE WHEN concat_ws(', ', {held}) != '' THEN concat('record key ', "
-            f"concat_ws(', ', {held}), {sql_string(f' matches no column of table {table}: {why}')}) END")
+    return why
 
 
 def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True,
                       normalize: bool = False, table: str = "", reject_unmatched: bool = True,
-                      binary_format: str = "BASE64"):
+                      binary_format: str = "BASE64", evolution_refused: str | None = None):
     """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
     why a record cannot land (a key with no column, a value that does not fit its
     column by Snowflake's conversion rules: records/conversion.py) when one can fail.
@@ -88,7 +115,7 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
     values, errors, xs, stages = [], [], [], [[], []]
     unmatched = unmatched_keys(schema, fields, normalize) if reject_unmatched else []
     if unmatched:  # checked first, as Snowflake checks a row's columns before its values
-        errors.append(unmatched_keys_error_sql(unmatched, schema.evolution, table))
+        errors.append(unmatched_keys_error_sql(unmatched, schema.evolution, table, evolution_refused))
     for i, column in enumerate(schema.columns):
         ref = f"_c{i}"
         keys, batch_type = field_for(column, fields, normalize)

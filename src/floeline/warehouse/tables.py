@@ -28,6 +28,7 @@ commit rewrites a table's small files into larger ones once there are enough of 
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -65,11 +66,20 @@ class TableSchema:
 
     def find(self, name: str, exact: bool = False) -> Column | None:
         """The column matching `name` case-insensitively (Snowflake's default pipe rule),
-        or exactly (keys normalized as SQL identifiers)."""
-        for column in self.columns:
-            if column.name == name or (not exact and column.name.upper() == name.upper()):
-                return column
-        return None
+        or exactly (keys normalized as SQL identifiers); the first such column."""
+        if exact:
+            return self._by_name.get(name)
+        return self._by_upper_name.get(name.upper())
+
+    # Indexes for find: a record with 100,000 keys asks once per key (a scan per key
+    # was quadratic, hours on such a table).
+    @functools.cached_property
+    def _by_name(self) -> dict[str, Column]:
+        return {c.name: c for c in reversed(self.columns)}
+
+    @functools.cached_property
+    def _by_upper_name(self) -> dict[str, Column]:
+        return {c.name.upper(): c for c in reversed(self.columns)}
 
 
 def stores_json(column: Column) -> bool:
