@@ -28,6 +28,9 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
 _SAN = f"SAN=dns:localhost,ip:{HOST}"
+# keytool is a short-lived JVM: the quick JIT tier and the serial GC start it about
+# twice as fast.
+KEYTOOL_JVM_FLAGS = ("-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-J-Xshare:auto")
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def _make_certificates(found: SecureBrokerSecrets) -> None:
         if leftover.name != "secrets.json":
             leftover.unlink()
     store = ["-storepass:env", "FLOELINE_STOREPASS"]
-    key = ["-keyalg", "RSA", "-keysize", "2048", "-validity", "3650"]
+    key = ["-keyalg", "EC", "-groupname", "secp256r1", "-validity", "3650"]  # EC: a fast key pair
     ca, keystore = str(tls / "ca.p12"), str(found.keystore)
     steps = [
         ["-genkeypair", "-alias", "ca", *key, "-dname", "CN=floeline local CA", "-ext", "bc:c",
@@ -130,7 +133,7 @@ def _make_certificates(found: SecureBrokerSecrets) -> None:
     ]
     env = {**os.environ, "FLOELINE_STOREPASS": found.store_password}
     for step in steps:
-        done = subprocess.run(["keytool", *step], capture_output=True, text=True, env=env,
+        done = subprocess.run(["keytool", *KEYTOOL_JVM_FLAGS, *step], capture_output=True, text=True, env=env,
                               stdin=subprocess.DEVNULL)
         if done.returncode != 0:
             raise SetupError(f"making the secured broker's certificates failed: `keytool "

@@ -64,7 +64,7 @@ def _truststore_pem(location: str, store_type: str, password: str | None, _versi
         raise ConfigError(f"ssl.truststore.location={location} is a {store_type} truststore and "
                           f"reading it needs `keytool` (part of Java) on PATH; install Java or "
                           f"give the CA as PEM with ssl.ca.location instead")
-    cmd = ["keytool", "-list", "-rfc", "-keystore", location, "-storetype", store_type]
+    cmd = ["keytool", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-list", "-rfc", "-keystore", location, "-storetype", store_type]
     env = dict(os.environ)
     if password:
         cmd += ["-storepass:env", "FLOELINE_TRUSTSTORE_PASSWORD"]
