@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 
 from floeline.errors import FloelineError
+from floeline.secrets import scrub
 
 
 def _cmd_validate(args) -> int:
@@ -33,12 +35,15 @@ def _show_kafka_routes(config) -> None:
     from floeline.records.transforms import routed_topic
 
     topics = list(config.topics)
+    if config.kafka_security.protocol != "PLAINTEXT":
+        print(f"kafka: {config.kafka_security.describe()}")
     if config.topics_regex:
         print(f"topics.regex={config.topics_regex}: each matching topic maps as below")
         try:
             from floeline.sources.kafka import KafkaCluster
 
-            cluster = KafkaCluster(config.bootstrap_servers, config.retry.at_most(10))
+            cluster = KafkaCluster(config.bootstrap_servers, config.retry.at_most(10),
+                                   config.kafka_security)
             topics = sorted(cluster.partitions(pattern=config.topics_regex))
         except FloelineError as exc:
             print(f"(cannot list matching topics: {exc})", file=sys.stderr)
@@ -167,11 +172,18 @@ def _cmd_kafka(args) -> int:
     from floeline import devkafka
 
     if args.action == "start":
-        print(f"bootstrap.servers={devkafka.start(args.state_dir, args.port)}")
+        print(f"bootstrap.servers={devkafka.start(args.state_dir, args.port, secure=args.secure)}")
+        if args.secure:
+            from floeline import devkafka_secure
+
+            print("security.protocol=SASL_SSL, users: floeline (PLAIN, SCRAM-SHA-512); the keys "
+                  "for a connector config (passwords included) are in:")
+            for path in devkafka_secure.client_config_paths(devkafka.state_path(args.state_dir, True)):
+                print(f"  {path}")
     elif args.action == "stop":
-        print("stopped" if devkafka.stop(args.state_dir) else "not running")
+        print("stopped" if devkafka.stop(args.state_dir, secure=args.secure) else "not running")
     else:
-        running = devkafka.running_bootstrap(args.state_dir)
+        running = devkafka.running_bootstrap(args.state_dir, secure=args.secure)
         print(f"bootstrap.servers={running}" if running else "not running")
         return 0 if running else 1
     return 0
@@ -276,7 +288,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("kafka", help="the local single-node Kafka broker for demos and tests")
     p.add_argument("action", choices=("start", "stop", "status"))
     p.add_argument("--state-dir", help="broker state (default $FLOELINE_KAFKA_STATE or ./.floeline/kafka)")
-    p.add_argument("--port", type=int, help="listener port (default $FLOELINE_KAFKA_PORT or 19092)")
+    p.add_argument("--port", type=int, help="listener port (default $FLOELINE_KAFKA_PORT or 19092; "
+                                            "--secure: $FLOELINE_KAFKA_SECURE_PORT or 19094)")
+    p.add_argument("--secure", action="store_true",
+                   help="the secured broker: SASL_SSL only (PLAIN and SCRAM-SHA-512, TLS), state in "
+                        "$FLOELINE_KAFKA_SECURE_STATE or ./.floeline/kafka-secure")
     p.set_defaults(func=_cmd_kafka)
 
     p = sub.add_parser("aws", help="local Kinesis and DynamoDB endpoints for demos and tests")
@@ -311,10 +327,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except FloelineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception:  # noqa: BLE001 - an unexpected error: its trace, without secrets
+        print(scrub(traceback.format_exc()), file=sys.stderr, end="")
+        return 1
 
 
 if __name__ == "__main__":

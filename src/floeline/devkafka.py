@@ -30,6 +30,7 @@ from floeline.errors import FloelineError, SetupError
 
 KAFKA_VERSION = "4.1.2"
 DEFAULT_PORT = 19092
+DEFAULT_SECURE_PORT = 19094  # `--secure`: its own state dir and ports, beside the plain broker
 
 _INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
                  "`apt-get install openjdk-17-jdk-headless maven`")
@@ -43,23 +44,32 @@ def cache_dir() -> Path:
     return Path(os.environ.get("FLOELINE_CACHE") or Path.home() / ".cache" / "floeline").expanduser()
 
 
-def _state_dir(state_dir: Path | str | None) -> Path:
+def _state_dir(state_dir: Path | str | None, secure: bool = False) -> Path:
     """Absolute, because the paths end up in server.properties and the pid file."""
-    raw = state_dir or os.environ.get("FLOELINE_KAFKA_STATE") or Path(".floeline") / "kafka"
+    if secure:
+        raw = state_dir or os.environ.get("FLOELINE_KAFKA_SECURE_STATE") or Path(".floeline") / "kafka-secure"
+    else:
+        raw = state_dir or os.environ.get("FLOELINE_KAFKA_STATE") or Path(".floeline") / "kafka"
     return Path(raw).expanduser().resolve()
 
 
-def _default_port() -> int:
-    raw = os.environ.get("FLOELINE_KAFKA_PORT")
+def state_path(state_dir: Path | str | None = None, secure: bool = False) -> Path:
+    """The broker's state directory as `start` resolves it."""
+    return _state_dir(state_dir, secure)
+
+
+def _default_port(secure: bool = False) -> int:
+    raw = os.environ.get("FLOELINE_KAFKA_SECURE_PORT" if secure else "FLOELINE_KAFKA_PORT")
     if not raw:
-        return DEFAULT_PORT
+        return DEFAULT_SECURE_PORT if secure else DEFAULT_PORT
     try:
         port = int(raw)
     except ValueError:
         port = -1
     if not 0 < port < 65536:
-        raise FloelineError(f"FLOELINE_KAFKA_PORT={raw!r} is not a TCP port; "
-                            f"set it to a number between 1 and 65535 (default {DEFAULT_PORT})")
+        variable = "FLOELINE_KAFKA_SECURE_PORT" if secure else "FLOELINE_KAFKA_PORT"
+        raise FloelineError(f"{variable}={raw!r} is not a TCP port; set it to a number between "
+                            f"1 and 65535 (default {DEFAULT_SECURE_PORT if secure else DEFAULT_PORT})")
     return port
 
 
@@ -108,34 +118,49 @@ def _resource_text(name: str) -> str:
 # ---------------------------------------------------------------- start / stop
 
 def start(state_dir: Path | str | None = None, port: int | None = None,
-          timeout_s: float = 60) -> str:
+          timeout_s: float = 60, secure: bool = False) -> str:
     """Start the broker for `state_dir` (or find it already running) and return its
     bootstrap servers, `127.0.0.1:PORT`, once it answers metadata requests.
 
     Idempotent: a live broker recorded in the state dir is returned as is, even if it
-    listens on another port than the one asked for."""
-    state = _state_dir(state_dir)
+    listens on another port than the one asked for. `secure`: the broker listens with
+    SASL_SSL only (see devkafka_secure; `secure_client_settings` gives a client's keys)."""
+    state = _state_dir(state_dir, secure)
     state.mkdir(parents=True, exist_ok=True)
     with start_lock(state):
         pid = recorded_pid(state / "broker.pid")
+        client = _readiness_client(state, secure)
         if pid is not None and _is_our_broker(pid, state):
             bootstrap = (state / "bootstrap").read_text().strip()
-            _wait_until_serving(bootstrap, lambda: _is_our_broker(pid, state), state, timeout_s)
+            _wait_until_serving(bootstrap, lambda: _is_our_broker(pid, state), state, timeout_s,
+                                client(bootstrap))
             return bootstrap
-        return _launch(state, port if port is not None else _default_port(), timeout_s)
+        return _launch(state, port if port is not None else _default_port(secure), timeout_s,
+                       secure)
 
 
-def stop(state_dir: Path | str | None = None, timeout_s: float = 30) -> bool:
+def secure_client_settings(state_dir: Path | str | None = None, mechanism: str = "SCRAM-SHA-512"
+                           ) -> dict[str, str]:
+    """The Kafka Connect keys (bootstrap.servers, security.protocol, sasl.*, ssl.truststore.*)
+    that reach the secured broker of `state_dir` as its `floeline` user."""
+    from floeline import devkafka_secure
+
+    state = _state_dir(state_dir, secure=True)
+    bootstrap = (state / "bootstrap").read_text().strip()
+    return devkafka_secure.client_settings(bootstrap, devkafka_secure.ensure_secrets(state), mechanism)
+
+
+def stop(state_dir: Path | str | None = None, timeout_s: float = 30, secure: bool = False) -> bool:
     """Stop the broker recorded in the state dir: SIGTERM for a clean shutdown, SIGKILL
     if it has not exited after `timeout_s`. Returns False if none was running."""
-    state = _state_dir(state_dir)
+    state = _state_dir(state_dir, secure)
     return stop_process(state / "broker.pid", lambda pid: _is_our_broker(pid, state), timeout_s)
 
 
-def running_bootstrap(state_dir: Path | str | None = None) -> str | None:
+def running_bootstrap(state_dir: Path | str | None = None, secure: bool = False) -> str | None:
     """The bootstrap of the state dir's broker if it is alive and its port accepts
     connections, else None. Cheap: no Kafka request is made."""
-    state = _state_dir(state_dir)
+    state = _state_dir(state_dir, secure)
     pid = recorded_pid(state / "broker.pid")
     if pid is None or not _is_our_broker(pid, state):
         return None
@@ -146,38 +171,73 @@ def running_bootstrap(state_dir: Path | str | None = None) -> str | None:
     return bootstrap if port_accepts(int(bootstrap.rsplit(":", 1)[1])) else None
 
 
-def _launch(state: Path, port: int, timeout_s: float) -> str:
+def _readiness_client(state: Path, secure: bool) -> Callable[[str], dict[str, str]]:
+    """bootstrap -> the librdkafka settings `_wait_until_serving` connects with."""
+    if not secure:
+        return lambda bootstrap: {"bootstrap.servers": bootstrap}
+
+    def secured(bootstrap: str) -> dict[str, str]:
+        from floeline.config.kafka_security import read_security
+        from floeline.sources.kafka_clients import client_config
+
+        settings = secure_client_settings(state)
+        settings["bootstrap.servers"] = bootstrap
+        return client_config(bootstrap, read_security(settings))
+    return secured
+
+
+def _launch(state: Path, port: int, timeout_s: float, secure: bool = False) -> str:
     if port_accepts(port) or not port_free(port):
         raise SetupError(
             f"port {port} on {HOST} is already in use by another program (not the floeline "
             f"broker of {state}); stop that program or pick another port with "
-            f"FLOELINE_KAFKA_PORT=<port> (or `port=` / --port)")
+            f"{'FLOELINE_KAFKA_SECURE_PORT' if secure else 'FLOELINE_KAFKA_PORT'}=<port> "
+            f"(or `port=` / --port)")
     if shutil.which("java") is None:
         raise SetupError(f"`java` is not on PATH; the local Kafka broker needs it: "
                          f"{_INSTALL_HINT}")
     libs = fetch_broker_jars()
     controller_port = _pick_controller_port(port)
     props = state / "server.properties"
-    props.write_text(_server_properties(state, port, controller_port))
+    secured = secure_settings = None
+    format_extra: list[str] = []
+    if secure:
+        from floeline import devkafka_secure
+
+        secured = devkafka_secure.ensure_secrets(state)
+        secure_settings = devkafka_secure.listener_settings(secured, port, controller_port)
+        format_extra = devkafka_secure.scram_format_arguments(secured)
+    text = _server_properties(state, port, controller_port, secure_settings)
+    if secured is not None:
+        devkafka_secure.write_private(props, text)  # it holds the broker's passwords
+    else:
+        props.write_text(text)
     log4j = state / "log4j2.yaml"
     log4j.write_text(_resource_text("kafka-log4j2.yaml"))
     java = ["java", f"-Dlog4j2.configurationFile={log4j}", "-cp", f"{libs}/*"]
 
     if not (state / "data" / "meta.properties").exists():
-        _format_storage(java, props)
+        _format_storage(java, props, format_extra)
 
     bootstrap = f"{HOST}:{port}"
+    client = _readiness_client(state, secure)
+    if secured is not None:
+        (state / "bootstrap").write_text(bootstrap)  # read by the readiness client
+        from floeline import devkafka_secure
+
+        devkafka_secure.write_client_configs(state, bootstrap, secured)
     launch([*java, "-Xms256m", "-Xmx768m", "kafka.Kafka", str(props)], state, "broker",
            "bootstrap", bootstrap,
-           lambda alive: _wait_until_serving(bootstrap, alive, state, timeout_s))
+           lambda alive: _wait_until_serving(bootstrap, alive, state, timeout_s, client(bootstrap)))
     return bootstrap
 
 
-def _format_storage(java: list[str], props: Path) -> None:
-    """One-time KRaft storage format; the broker refuses to start without it."""
+def _format_storage(java: list[str], props: Path, extra: list[str] = ()) -> None:
+    """One-time KRaft storage format; the broker refuses to start without it. `extra`
+    (the secured broker's --add-scram, which holds a password) is left out of errors."""
     cmd = java + ["kafka.tools.StorageTool", "format", "--standalone",
                   "-t", _new_cluster_id(), "-c", str(props)]
-    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    done = subprocess.run(cmd + list(extra), capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise SetupError(
             f"formatting the Kafka storage failed (exit {done.returncode}) with "
@@ -193,9 +253,11 @@ def _new_cluster_id() -> str:
             return cid
 
 
-def _server_properties(state: Path, port: int, controller_port: int) -> str:
+def _server_properties(state: Path, port: int, controller_port: int,
+                       secure_settings: dict | None = None) -> str:
     """One node that is both broker and controller, with single-replica internal topics
-    and limits large enough for the tests' 10 MB records."""
+    and limits large enough for the tests' 10 MB records. `secure_settings` replace the
+    PLAINTEXT listener (devkafka_secure.listener_settings)."""
     max_bytes = 20 * 1024 * 1024
     settings = {
         "process.roles": "broker,controller",
@@ -221,6 +283,7 @@ def _server_properties(state: Path, port: int, controller_port: int) -> str:
         "message.max.bytes": max_bytes,
         "replica.fetch.max.bytes": max_bytes,
     }
+    settings.update(secure_settings or {})
     lines = ["# Written by floeline.devkafka on every start; edits are overwritten."]
     lines += [f"{key}={value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
@@ -238,7 +301,7 @@ def _pick_controller_port(port: int) -> int:
 # ---------------------------------------------------------------- readiness
 
 def _wait_until_serving(bootstrap: str, alive: Callable[[], bool], state: Path,
-                        timeout_s: float) -> None:
+                        timeout_s: float, client: dict[str, str] | None = None) -> None:
     """Wait until the broker answers a metadata request (an open port is not enough:
     KRaft opens it before the broker can serve)."""
     from confluent_kafka.admin import AdminClient
@@ -252,7 +315,7 @@ def _wait_until_serving(bootstrap: str, alive: Callable[[], bool], state: Path,
                              f"last lines of {state / 'broker.log'}:\n{_log_tail(state)}")
         if port_accepts(port):
             # log_level 0: librdkafka would otherwise print connection errors while we poll
-            admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+            admin = AdminClient({**(client or {"bootstrap.servers": bootstrap}), "log_level": 0})
             try:
                 if admin.list_topics(timeout=min(5.0, max(0.5, deadline - time.monotonic()))).brokers:
                     return

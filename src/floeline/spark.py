@@ -34,6 +34,7 @@ from pathlib import Path
 
 from floeline import jvm
 from floeline.errors import SetupError, SetupMissing
+from floeline.secrets import SECRET_KEY_REGEX
 
 log = logging.getLogger("floeline")
 
@@ -166,6 +167,10 @@ def session_defaults() -> dict[str, str]:
         "spark.databricks.delta.skipRecordingEmptyCommits": "false",
         "spark.sql.streaming.stopTimeout": "60s",
         "spark.ui.showConsoleProgress": "false",
+        # Spark shows conf values and data source options (Kafka's kafka.sasl.jaas.config,
+        # kafka.ssl.truststore.password) redacted where these match (secrets.py).
+        "spark.redaction.regex": SECRET_KEY_REGEX,
+        "spark.sql.redaction.options.regex": f"{SECRET_KEY_REGEX}|url",
     }
 
 

@@ -34,6 +34,7 @@ import zipfile
 from pathlib import Path
 
 from floeline.errors import FloelineError
+from floeline.secrets import SECRET_KEY_REGEX
 
 DRIVER_SCRIPT = '''"""spark-submit's primary file for `floeline submit`: the floeline command line given
 after it (`run CONFIG ...`), in the driver's Python. It records its pid where
@@ -117,6 +118,8 @@ def submit_command(config_path: str, master: str, *, name: str, until_caught_up:
            "--py-files", str(bundle / "floeline.zip"),
            "--driver-memory", driver_memory(),
            "--conf", f"spark.pyspark.python={python or sys.executable}",
+           # read by the JVM at start, before floeline's session defaults apply
+           "--conf", f"spark.redaction.regex={SECRET_KEY_REGEX}",
            *spark_args,
            str(bundle / "driver.py"), "run", os.path.abspath(config_path)]
     if until_caught_up:

@@ -22,6 +22,17 @@ def kafka(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def secure_kafka(tmp_path_factory):
+    """The state dir of a SASL_SSL broker (PLAIN and SCRAM-SHA-512, TLS) started for
+    this run on ports of its own, for the security tests only (stopped at the end);
+    `devkafka.secure_client_settings(state)` gives a client's keys."""
+    state = tmp_path_factory.mktemp("kafka-secure")
+    devkafka.start(state, free_port(), secure=True)
+    yield state
+    devkafka.stop(state, secure=True)
+
+
+@pytest.fixture(scope="session")
 def spark():
     from floeline.spark import get_spark
 

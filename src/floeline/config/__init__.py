@@ -19,8 +19,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-from floeline.config import kinesis
+from floeline import secrets
+from floeline.config import kafka_security, kinesis
 from floeline.config.files import parse_properties, settings_from_json
+from floeline.config.kafka_security import KafkaSecurity
 from floeline.config.kinesis import KinesisSettings
 from floeline.errors import ConfigError, NamingError
 from floeline.naming import TopicTableMap, normalize_identifier
@@ -55,7 +57,7 @@ TYPED_KEYS = frozenset({
     "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master", "floeline.source",
     "floeline.metrics.port", "floeline.metrics.host", "floeline.metrics.ready.max.lag",
     "floeline.variant.storage", "floeline.table.auto.compact", "floeline.schema.evolution.max.new.columns",
-}) | kinesis.KEYS
+}) | kinesis.KEYS | kafka_security.KEYS
 
 # Keys (and key families with free suffixes) that later stages read from `raw`:
 # transforms (SMTs), converter options, Kafka client overrides.
@@ -233,11 +235,14 @@ class ConnectorConfig:
     # errors.retry.timeout / errors.retry.delay.max.ms (ms, Kafka Connect's names): how long
     # transient errors of Kafka, the registry, the DLQ and the query are retried (retry.py).
     retry: RetryPolicy = RetryPolicy()
+    # security.protocol, sasl.*, ssl.truststore.*: how every Kafka client connects
+    kafka_security: KafkaSecurity = KafkaSecurity()
 
 
 def config_from_dict(settings: Mapping[str, str]) -> ConnectorConfig:
     """Validate `settings` and build the ConnectorConfig; raise one ConfigError with
     every problem found, so a user fixes a config in one round."""
+    secrets.remember_settings(settings)
     reader = _Reader(settings)
     cfg = reader.build()
     if reader.problems:
@@ -399,6 +404,7 @@ class _Reader:
             metrics=self.metrics(count_records),
             table_settings=self.table_settings(method),
             retry=self.retry_policy(),
+            kafka_security=kafka_security.read_security(self.settings, self.problems),
         )
 
     def metrics(self, count_records: int) -> MetricsSettings:

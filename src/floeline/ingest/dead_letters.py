@@ -25,6 +25,7 @@ from floeline import retry
 from floeline.errors import ServiceError, ServiceUnavailable
 from floeline.retry import RetryPolicy
 from floeline.sources.kafka import is_transient_kafka
+from floeline.sources.kafka_clients import AuthFailures, client_config
 
 
 @dataclass
@@ -51,7 +52,7 @@ def dead_letter_queue_for(config) -> DeadLetterQueue | None:
     """The connector's dead-letter queue, or None (bad records go to <TABLE>_ERRORS)."""
     if config.dlq_topic:
         return KafkaTopicQueue(config.bootstrap_servers, config.dlq_topic, config.name,
-                               config.dlq_context_headers, config.retry)
+                               config.dlq_context_headers, config.retry, config.kafka_security)
     if config.kinesis is not None and config.kinesis.dlq_stream:
         return KinesisStreamQueue(config.kinesis.aws, config.kinesis.dlq_stream, config.name,
                                   config.retry)
@@ -89,9 +90,9 @@ class KafkaTopicQueue:
     FLUSH_WAIT_S = 5.0
 
     def __init__(self, bootstrap: str, topic: str, connector: str, context_headers: bool = True,
-                 policy: RetryPolicy = retry.DEFAULT):
+                 policy: RetryPolicy = retry.DEFAULT, security=None):
         self.bootstrap, self.topic, self.connector = bootstrap, topic, connector
-        self.context_headers, self.policy = context_headers, policy
+        self.context_headers, self.policy, self.security = context_headers, policy, security
 
     def send(self, records: list[BadRecord]) -> None:
         """Produce `records` to the DLQ topic and wait until the broker has them all.
@@ -100,8 +101,9 @@ class KafkaTopicQueue:
         sent again, until the retry bound; any other failure stops the batch."""
         from confluent_kafka import Producer
 
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                             "message.max.bytes": 64 * 1024 * 1024, "log_level": 2})
+        auth_failures = AuthFailures()  # a refused login only shows here: fail at once
+        producer = Producer(client_config(self.bootstrap, self.security, error_cb=auth_failures, **{
+            "enable.idempotence": True, "message.max.bytes": 64 * 1024 * 1024, "log_level": 2}))
         pending = list(range(len(records)))  # not yet handed to the producer, or failed
         failed: dict[int, object] = {}
 
@@ -129,6 +131,7 @@ class KafkaTopicQueue:
                 producer.poll(0)
             pending.clear()
             remaining = producer.flush(self.FLUSH_WAIT_S)
+            auth_failures.raise_if_any(self.bootstrap, self.security)
             terminal = [e for e in failed.values() if not is_transient_kafka(e)]
             if terminal:
                 raise ServiceError(

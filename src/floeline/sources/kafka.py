@@ -21,6 +21,7 @@ from floeline.retry import RetryPolicy
 from floeline.naming import table_for_topic
 from floeline.records.metadata import kafka_metadata_sql
 from floeline.sources.base import BatchEnd, Channel, Committed, Head, Lag, MirrorError
+from floeline.sources.kafka_clients import AuthFailures, client_config
 
 log = logging.getLogger("floeline")
 
@@ -55,7 +56,7 @@ class KafkaSource:
 
     def __init__(self, config):
         self.config = config
-        self.cluster = KafkaCluster(config.bootstrap_servers, config.retry)
+        self.cluster = KafkaCluster(config.bootstrap_servers, config.retry, config.kafka_security)
         self.group = group_id(config.name)
         self.next_offsets: dict[tuple[str, int], int] = {}  # next offset to read, for lag
         self.first_offsets: dict[tuple[str, int], int] = {}  # where the first batch starts
@@ -79,7 +80,8 @@ class KafkaSource:
         group = self.cluster.group_offsets(self.group, partitions)
         earliest = self.cluster.earliest(partitions)
         self.record_bytes = average_record_bytes(self.config.bootstrap_servers,
-                                                 self.cluster.latest(partitions), earliest)
+                                                 self.cluster.latest(partitions), earliest,
+                                                 security=self.config.kafka_security)
         starts = {}
         for tp in partitions:
             position = committed.positions.get(channel_id(*tp))
@@ -106,6 +108,7 @@ class KafkaSource:
                   .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
                   .option("includeHeaders", "true")
                   .options(**SPARK_SOURCE_OPTIONS)
+                  .options(**{f"kafka.{k}": v for k, v in cfg.kafka_security.java_options().items()})
                   .option("maxOffsetsPerTrigger",
                           str(self.records_per_partition() * max(1, len(starts)))))
         if cfg.topics_regex:
@@ -206,19 +209,53 @@ def group_id(connector: str) -> str:
 
 class KafkaCluster:
     """floeline's own calls to the Kafka cluster (an admin client), each through the
-    retry rule (floeline/retry.py) with `policy`'s bound."""
+    retry rule (floeline/retry.py) with `policy`'s bound, connecting with the
+    connector's security settings (`security`: a KafkaSecurity, None for PLAINTEXT)."""
 
-    def __init__(self, bootstrap: str, policy: RetryPolicy = retry.DEFAULT):
-        self.bootstrap, self.policy = bootstrap, policy
+    # How long the first connection of a secured client is watched for a refused login
+    # before the call goes on as usual (a refusal shows within a second).
+    LOGIN_CHECK_S = 5.0
+
+    def __init__(self, bootstrap: str, policy: RetryPolicy = retry.DEFAULT, security=None):
+        self.bootstrap, self.policy, self.security = bootstrap, policy, security
+        self.auth_failures = AuthFailures()
         self._admin = None
+        self._login_checked = security is None or security.protocol == "PLAINTEXT"
+
+    def client_config(self, **extra) -> dict:
+        """librdkafka settings for this cluster, reporting refused logins to self."""
+        return client_config(self.bootstrap, self.security, error_cb=self.auth_failures, **extra)
 
     @property
     def admin(self):
         from confluent_kafka.admin import AdminClient
 
         if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
+            self._admin = AdminClient(self.client_config(log_level=2))
+            if not self._login_checked:
+                self._login_checked = True
+                self._check_login()
         return self._admin
+
+    def _check_login(self) -> None:
+        """Fail at once when the broker refuses the credentials or its certificate is not
+        trusted: librdkafka only reports that to the error callback, and the request
+        itself would wait for its whole timeout, then be retried as a network error."""
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + self.LOGIN_CHECK_S
+        while time.monotonic() < deadline:
+            try:
+                self._admin.list_topics(timeout=1.0)
+                return
+            except KafkaException:
+                self.raise_auth_failure()
+
+    def raise_auth_failure(self) -> None:
+        """Raise AuthenticationFailed if a client of this cluster was refused a login."""
+        if self._admin is not None:
+            self._admin.poll(0)
+        self.auth_failures.raise_if_any(self.bootstrap, self.security)
 
     def _fresh_admin(self, _exc: BaseException) -> None:
         """Before a retry: a new admin client. librdkafka's admin client keeps the
@@ -236,8 +273,16 @@ class KafkaCluster:
         # a broker restart is tried again on a fresh one within the bound.
         bound = policy.timeout_s if policy.timeout_s is not None else TIMEOUT_S
         timeout_s = max(1.0, min(TIMEOUT_S, bound / 2))
+        from confluent_kafka import KafkaException
+
+        def attempt():
+            try:
+                return fn(timeout_s)
+            except KafkaException:
+                self.raise_auth_failure()  # a refused login, not a network error
+                raise
         return kafka_call(f"Kafka {what} at bootstrap.servers={self.bootstrap}",
-                          lambda: fn(timeout_s), policy, before_retry=self._fresh_admin,
+                          attempt, policy, before_retry=self._fresh_admin,
                           also_transient=also_transient)
 
     def partitions(self, topics: tuple[str, ...] = (), pattern: str | None = None
@@ -288,8 +333,8 @@ class KafkaCluster:
             return {}
 
         def committed(timeout_s):
-            consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
-                                 "enable.auto.commit": False, "log_level": 2})
+            consumer = Consumer(self.client_config(**{"group.id": group, "enable.auto.commit": False,
+                                                      "log_level": 2}))
             try:
                 found = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=timeout_s)
             finally:
@@ -383,7 +428,8 @@ def kafka_call(what: str, fn, policy: RetryPolicy = retry.DEFAULT, before_retry=
 
 def average_record_bytes(bootstrap: str, latest: dict[tuple[str, int], int],
                          earliest: dict[tuple[str, int], int], per_partition: int = 20,
-                         max_partitions: int = 16, timeout_s: float = 5.0) -> float | None:
+                         max_partitions: int = 16, timeout_s: float = 5.0,
+                         security=None) -> float | None:
     """The mean key+value size of the newest records of a few partitions, or None when
     they are empty. Spark's Kafka source limits a micro-batch by record count only, so
     buffer.size.bytes is turned into a record count with this sample."""
@@ -392,11 +438,11 @@ def average_record_bytes(bootstrap: str, latest: dict[tuple[str, int], int],
     tps = [tp for tp in sorted(latest) if latest[tp] > earliest.get(tp, 0)][:max_partitions]
     if not tps:
         return None
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "floeline-sampler",
-                         "enable.auto.commit": False, "enable.partition.eof": True,
-                         # The end of a partition shows after an empty fetch: do not let
-                         # the broker hold that fetch for its default 500 ms.
-                         "fetch.wait.max.ms": 10})
+    consumer = Consumer(client_config(bootstrap, security, **{
+        "group.id": "floeline-sampler", "enable.auto.commit": False, "enable.partition.eof": True,
+        # The end of a partition shows after an empty fetch: do not let the broker hold
+        # that fetch for its default 500 ms.
+        "fetch.wait.max.ms": 10}))
     try:
         consumer.assign([TopicPartition(t, p, max(earliest.get((t, p), 0), latest[(t, p)] - per_partition))
                          for t, p in tps])
@@ -422,19 +468,21 @@ def starting_offsets_json(positions: dict[tuple[str, int], int]) -> str:
     return json.dumps(spec)
 
 
-def produce(bootstrap: str, topic: str, records, partition: int | None = None) -> int:
+def produce(bootstrap: str, topic: str, records, partition: int | None = None,
+            security=None) -> int:
     """Send records to `topic` and wait for every delivery. Each record is a value
     (bytes, str, a dict/list encoded as JSON, or None for a tombstone) or a dict with
     `value` and optional `key`, `headers` ([(k, v), ...]), `partition`, `timestamp`
-    (epoch ms). Used by the demo, tests and benchmarks; returns the count sent."""
+    (epoch ms). Used by the demo, tests and benchmarks (`security`: a KafkaSecurity for
+    a secured broker); returns the count sent."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                         "batch.num.messages": 10000, "queue.buffering.max.messages": 500000,
-                         "message.max.bytes": 20971520,
-                         # Delivery failures surface through on_delivery below; librdkafka's
-                         # own reconnect chatter after a broker stops would only be noise.
-                         "log_level": 2})
+    producer = Producer(client_config(bootstrap, security, **{
+        "linger.ms": 20, "batch.num.messages": 10000, "queue.buffering.max.messages": 500000,
+        "message.max.bytes": 20971520,
+        # Delivery failures surface through on_delivery below; librdkafka's own
+        # reconnect chatter after a broker stops would only be noise.
+        "log_level": 2}))
     failures, sent = [], 0
 
     def on_delivery(err, _msg):
