@@ -70,7 +70,8 @@ def connector_status(config) -> ConnectorStatus:
     """The connector's status, read from its tables and its source."""
     status = ConnectorStatus(config.name, config.source)
     source = source_for(config)
-    warehouse = Warehouse(config.warehouse)
+    warehouse = Warehouse(config.warehouse, config.warehouse_s3)
+    files = warehouse.storage
     chain = transform_chain_for(config.raw)
     try:
         channels = source.channels()
@@ -85,7 +86,7 @@ def connector_status(config) -> ConnectorStatus:
         ref = warehouse.table(config.database, config.schema, source.table_name(routed_topic(chain, route)))
         refs[ref.full_name] = ref
         listed.setdefault(ref.full_name, []).extend(c.id for c in channels if c.route == route)
-    held = {name: committed_in_log(ref.path, config.name) for name, ref in refs.items()}
+    held = {name: committed_in_log(ref.path, config.name, files) for name, ref in refs.items()}
     positions: dict[str, str] = {}
     for committed, _commit in held.values():
         positions.update(committed.positions)
@@ -99,15 +100,15 @@ def connector_status(config) -> ConnectorStatus:
                             "shown; lag is how long the oldest record not yet committed has waited")
     for name, ref in refs.items():
         committed, commit = held[name]
-        table = TableStatus(name, delta_log.is_table(ref.path))
+        table = TableStatus(name, delta_log.is_table(ref.path, files))
         if table.exists:
-            table.rows = delta_log.row_count(ref.path)
+            table.rows = delta_log.row_count(ref.path, files)
         if commit is not None:
             table.version = commit.version
             table.last_commit = _utc(commit.timestamp_ms)
         errors = warehouse.error_table(ref)
-        if delta_log.is_table(errors.path):
-            table.error_table, table.error_rows = errors.full_name, delta_log.row_count(errors.path)
+        if delta_log.is_table(errors.path, files):
+            table.error_table, table.error_rows = errors.full_name, delta_log.row_count(errors.path, files)
         ids = sorted(set(listed[name]) | set(committed.positions) | committed.finished,
                      key=_channel_order)
         for channel in ids:
