@@ -115,7 +115,7 @@ def test_connector_into_an_s3_warehouse_resumes_exactly(kafka, topic_name, spark
     # floeline status reads the Delta log on S3 without Spark.
     status = connector_status(config)
     (shown,) = status.tables
-    assert shown.rows == 90 and shown.version is not None
+    assert shown.rows == 90 and shown.version is not None and shown.owner is None
     assert {c.channel: c.committed for c in shown.channels} == {f"{topic}/0": "44", f"{topic}/1": "44"}
     assert all(c.lag == 0 for c in shown.channels)
 
@@ -207,6 +207,8 @@ def test_a_second_writer_is_refused_and_a_killed_owner_is_taken_over(
         owner = json.loads(warehouse_of(aws, s3_warehouse).storage.read_text(
             f"{s3_warehouse}/FLOELINE/PUBLIC/_owners/OWNED.json"))
         assert (owner["connector"], owner["pid"]) == ("owner_a", proc.pid)
+        (shown,) = connector_status(second).tables
+        assert shown.owner == f"owner_a@{socket.gethostname()}:{proc.pid}"
 
         produce_numbered(kafka, topic, 200, 100)
         proc.send_signal(signal.SIGKILL)

@@ -19,6 +19,7 @@ set (all of them: the topic is not split by table)."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
@@ -27,7 +28,7 @@ from floeline.records.decode import transform_chain_for
 from floeline.records.transforms import routed_topic
 from floeline.sources import source_for
 from floeline.sources.base import Head, Lag, position_key, total_lag
-from floeline.warehouse import delta_log
+from floeline.warehouse import delta_log, owners
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.positions import committed_in_log
 
@@ -54,6 +55,9 @@ class TableStatus:
     lag: int | None = None  # the channels' lags: records added up, or the largest time (ms)
     lag_unit: str = "records"
     channels: list[ChannelStatus] = field(default_factory=list)
+    # S3 warehouses: who owns the table (warehouse/owners.py), e.g. "orders@node-3:4242";
+    # None for a local warehouse or a table no connector holds.
+    owner: str | None = None
 
 
 @dataclass
@@ -106,6 +110,7 @@ def connector_status(config) -> ConnectorStatus:
         if commit is not None:
             table.version = commit.version
             table.last_commit = _utc(commit.timestamp_ms)
+        table.owner = _owner(warehouse, ref)
         errors = warehouse.error_table(ref)
         if delta_log.is_table(errors.path, files):
             table.error_table, table.error_rows = errors.full_name, delta_log.row_count(errors.path, files)
@@ -156,6 +161,22 @@ def _utc(ms: int | None) -> str | None:
 # ---- output -------------------------------------------------------------------------
 
 
+def _owner(warehouse: Warehouse, ref: TableRef) -> str | None:
+    """The table's owner record as `connector@host:pid` (" (stale)" when not renewed in
+    time), for warehouses that keep one (S3)."""
+    if not owners.needed(warehouse):
+        return None
+    text = warehouse.storage.read_text(owners.record_location(warehouse, ref))
+    if text is None:
+        return None
+    try:
+        owner = owners.Owner.from_json(text)
+    except (ValueError, TypeError):
+        return "(unreadable owner record)"
+    stale = " (stale)" if owner.stale(int(time.time() * 1000)) else ""
+    return f"{owner.connector}@{owner.host}:{owner.pid}{stale}"
+
+
 def format_json(status: ConnectorStatus) -> str:
     return json.dumps(asdict(status), indent=2)
 
@@ -169,7 +190,8 @@ def format_text(status: ConnectorStatus) -> str:
             errors = (f"error_rows={_show(table.error_rows)} ({table.error_table})"
                       if table.error_table else "error_rows=0")
             lines.append(f"{table.table}: rows={_show(table.rows)} last_commit={_show(table.last_commit)} "
-                         f"version={_show(table.version)} {errors} lag={_lag(table.lag, table.lag_unit)}")
+                         f"version={_show(table.version)} {errors} lag={_lag(table.lag, table.lag_unit)}"
+                         + (f" owner={table.owner}" if table.owner else ""))
         rows = [("CHANNEL", "COMMITTED", "LATEST", "LAG")]
         for c in table.channels:
             rows.append((c.channel, _show(c.committed), _show(c.latest),
