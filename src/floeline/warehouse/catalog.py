@@ -90,8 +90,9 @@ class Warehouse:
         for db in self._subdirs(self.location):
             for schema in self._subdirs(self.path(db)):
                 for table in self._subdirs(self.path(db, schema)):
-                    if "_delta_log" in self.storage.children(self.path(db, schema, table))[0]:
-                        found.append(self.table(db, schema, table))
+                    ref = self.table(db, schema, table)
+                    if self.is_table(ref):  # one small request on S3, however many files
+                        found.append(ref)
         return sorted(found, key=lambda t: t.full_name)
 
     def schemas(self) -> list[tuple[str, str]]:
