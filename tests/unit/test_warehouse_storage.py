@@ -252,3 +252,21 @@ def test_an_owner_not_renewed_in_time_stops_before_committing(wh):
     mine.held[name] = (r, version, owners._now_ms() - 2000)
     with pytest.raises(OwnershipLost, match="not renewed for 2 s"):
         mine.check()
+
+
+def test_a_standby_waits_for_its_own_connectors_live_owner(wh):
+    """A source with a standby mode (Kinesis): a second run of the connector waits while
+    the first renews its record, and takes the table once it is released."""
+    ref = wh.table("DB", "S", "T")
+    first = TableOwners(wh, "conn_a", timeout_ms=1000)
+    first.acquire(ref)  # renews every 0.25 s
+    standby = TableOwners(wh, "conn_a", poll_s=0.1, standby=True)
+    taken = threading.Event()
+    threading.Thread(target=lambda: (standby.acquire(ref), taken.set()), daemon=True).start()
+    assert not taken.wait(2.5)  # two and a half timeouts: still waiting, the first is alive
+    first.release()
+    assert taken.wait(5)
+    assert record(wh, ref)["token"] == standby.token
+    with pytest.raises(TableOwned):  # another connector is still refused
+        TableOwners(wh, "conn_b", standby=True).acquire(ref)
+    standby.release()

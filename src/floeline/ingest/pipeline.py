@@ -36,7 +36,8 @@ class Pipeline:
         self.warehouse = Warehouse(config.warehouse, config.warehouse_s3)
         # Spark reads and writes the tables and its checkpoint: on S3, the buckets' settings.
         self.warehouse.prepare_spark(spark, config.checkpoint_dir)
-        owners = (TableOwners(self.warehouse, config.name, config.owner_timeout_ms)
+        owners = (TableOwners(self.warehouse, config.name, config.owner_timeout_ms,
+                              standby=source.has_standby)
                   if owners_needed(self.warehouse) else None)
         self.tables = Tables(spark, self.warehouse, config.name, owners=owners)
         self.metrics = ConnectorMetrics(config.name, config.database, config.schema)

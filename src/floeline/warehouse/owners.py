@@ -19,6 +19,9 @@ ETag, a local flock), so two connectors racing for a table cannot both win. The 
   be dead (a rescheduled pod). The new run watches it for up to the timeout: if its
   heartbeat moves, that run is alive and the new one is refused; if not, it is taken.
 - Any other live record: refused at once with TableOwned, naming the owner.
+- A source with a standby mode (Kinesis: a second run of a connector waits until the
+  first releases its shard leases) waits the same way for a live record of its own
+  connector, until it is released or goes stale, instead of being refused.
 
 The owner renews its record every timeout/4 from a thread; before each commit the
 connector checks it still owns its tables (`check`): a record taken over by someone
@@ -110,8 +113,9 @@ class TableOwners:
     """The owner records one connector run holds, renewed from a thread."""
 
     def __init__(self, warehouse: Warehouse, connector: str, timeout_ms: int = DEFAULT_TIMEOUT_MS,
-                 poll_s: float = 1.0):
+                 poll_s: float = 1.0, standby: bool = False):
         self.warehouse, self.connector, self.timeout_ms = warehouse, connector, timeout_ms
+        self.standby = standby
         self.token = uuid.uuid4().hex
         self.started_ms = _now_ms()
         self.poll_s = poll_s
@@ -157,12 +161,15 @@ class TableOwners:
                 # The same connector's record: a previous run (maybe dead) or a live copy.
                 if watched is None:
                     watched, deadline = current, time.monotonic() + current.timeout_ms / 1000 + 2
-                    log.warning("table %s: owner record of an earlier run of this connector (%s); "
-                                "waiting up to %.0f s for it to go stale", ref.full_name,
-                                current.describe(now), current.timeout_ms / 1000)
-                elif current.heartbeat_ms != watched.heartbeat_ms or current.token != watched.token:
+                    log.warning("table %s: owner record of another run of this connector (%s); "
+                                "%s", ref.full_name, current.describe(now),
+                                "waiting as a standby until it is released or goes stale"
+                                if self.standby else f"waiting up to {current.timeout_ms / 1000:.0f} "
+                                "s for it to go stale")
+                elif not self.standby and (current.heartbeat_ms != watched.heartbeat_ms
+                                           or current.token != watched.token):
                     raise self._refusal(ref, current, now)
-                if time.monotonic() > deadline:
+                if not self.standby and time.monotonic() > deadline:
                     raise self._refusal(ref, current, now)
                 time.sleep(self.poll_s)
                 continue
