@@ -24,6 +24,9 @@ def _cmd_validate(args) -> int:
         _show_kinesis_routes(config)
     else:
         _show_kafka_routes(config)
+    if config.warehouse_s3 is not None:
+        print(f"warehouse {config.warehouse} on S3 ({config.warehouse_s3.describe()}); "
+              f"checkpoint {config.checkpoint_dir}; one writer per table")
     print(f"config {args.config} is valid (connector {config.name})")
     return 0
 

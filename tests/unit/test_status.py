@@ -154,4 +154,4 @@ def test_json():
     assert data["tables"][1] == {"table": "FLOELINE.PUBLIC.NEW", "exists": False, "rows": None,
                                  "last_commit": None, "version": None, "error_table": None,
                                  "error_rows": None, "lag": None, "lag_unit": "records",
-                                 "channels": []}
+                                 "channels": [], "owner": None}

@@ -27,6 +27,8 @@ from floeline.config.kinesis import KinesisSettings
 from floeline.errors import ConfigError, NamingError
 from floeline.naming import TopicTableMap, normalize_identifier
 from floeline.retry import RetryPolicy, policy_from_settings
+from floeline.warehouse import storage
+from floeline.warehouse.storage import S3Settings
 
 __all__ = ["ConnectorConfig", "KinesisSettings", "MetadataFlags", "MetricsSettings", "config_from_dict",
            "describe_ignored", "load_config", "parse_properties"]
@@ -57,6 +59,7 @@ TYPED_KEYS = frozenset({
     "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master", "floeline.source",
     "floeline.metrics.port", "floeline.metrics.host", "floeline.metrics.ready.max.lag",
     "floeline.variant.storage", "floeline.table.auto.compact", "floeline.schema.evolution.max.new.columns",
+    "floeline.warehouse.owner.timeout.ms", *storage.SETTING_KEYS,
 }) | kinesis.KEYS | kafka_security.KEYS
 
 # Keys (and key families with free suffixes) that later stages read from `raw`:
@@ -237,6 +240,12 @@ class ConnectorConfig:
     retry: RetryPolicy = RetryPolicy()
     # security.protocol, sasl.*, ssl.truststore.*: how every Kafka client connects
     kafka_security: KafkaSecurity = KafkaSecurity()
+    # floeline.warehouse.s3.*: how to reach an s3a:// warehouse or checkpoint (None when
+    # both are local); holds secrets, so it is left out of repr.
+    warehouse_s3: S3Settings | None = field(default=None, repr=False)
+    # floeline.warehouse.owner.timeout.ms: a table owner that has not renewed its record
+    # for this long is gone (warehouse/owners.py; tables on S3 only).
+    owner_timeout_ms: int = 60000
 
 
 def config_from_dict(settings: Mapping[str, str]) -> ConnectorConfig:
@@ -357,9 +366,13 @@ class _Reader:
         topic_map = self.topic_map()
         dlq_topic = self.text("errors.deadletterqueue.topic.name")
         self.check_dlq_topic(dlq_topic, topics, topics_regex)
-        warehouse = self.text("floeline.warehouse", DEFAULT_WAREHOUSE)
+        warehouse = self.location("floeline.warehouse", DEFAULT_WAREHOUSE)
         line, sanitization, normalization, binary_format = self.compatibility()
         method, schematization = self.ingestion_method(source, line)
+        if method == "SNOWPIPE" and storage.is_s3(warehouse):
+            self.problems.append(f"snowflake.ingestion.method=SNOWPIPE keeps its staged files in a "
+                                 f"local warehouse; floeline.warehouse={warehouse} is on S3: use "
+                                 f"SNOWPIPE_STREAMING (the default) or a local warehouse")
         count_records = self.integer("buffer.count.records", 10000, minimum=1)
         return ConnectorConfig(
             name=name,
@@ -397,7 +410,8 @@ class _Reader:
             key_converter=self.text("key.converter"),
             value_converter=self.text("value.converter"),
             warehouse=warehouse,
-            checkpoint_dir=self.text("floeline.checkpoint.dir", os.path.join(warehouse, "_checkpoints", name)),
+            checkpoint_dir=self.location("floeline.checkpoint.dir",
+                                         storage.join(warehouse, "_checkpoints", name)),
             spark_master=self.text("floeline.spark.master", DEFAULT_SPARK_MASTER),
             ignored_keys=tuple(sorted(k for k in self.settings if _is_ignored(k))),
             raw=MappingProxyType(dict(self.settings)),
@@ -405,6 +419,8 @@ class _Reader:
             table_settings=self.table_settings(method),
             retry=self.retry_policy(),
             kafka_security=kafka_security.read_security(self.settings, self.problems),
+            warehouse_s3=self.warehouse_s3(warehouse),
+            owner_timeout_ms=self.integer("floeline.warehouse.owner.timeout.ms", 60000, minimum=1000),
         )
 
     def metrics(self, count_records: int) -> MetricsSettings:
@@ -429,6 +445,34 @@ class _Reader:
         return TableSettings(storage, self.boolean("floeline.table.auto.compact", False),
                              self.integer("floeline.schema.evolution.max.new.columns",
                                           TableSettings.max_new_columns, minimum=1))
+
+    def location(self, key: str, default: str) -> str:
+        """A warehouse or checkpoint location: a local path as given, or s3a://bucket/prefix
+        (s3:// is taken as s3a://); other schemes are a problem."""
+        value = self.text(key, default)
+        if not storage.is_s3(value) and "://" not in value:
+            return value
+        try:
+            return storage.normalize(value)
+        except ConfigError as exc:
+            self.problems.append(f"{key}: {exc}")
+            return default
+
+    def warehouse_s3(self, warehouse: str) -> S3Settings | None:
+        """floeline.warehouse.s3.* (each defaulting to its AWS environment variable) when
+        the warehouse or the checkpoint is on S3."""
+        locations = (warehouse, self.text("floeline.checkpoint.dir") or "")
+        if not any(storage.is_s3(loc) for loc in locations):
+            given = sorted(k for k in storage.SETTING_KEYS if self.text(k) is not None)
+            if given:
+                self.problems.append(f"{', '.join(given)}: set for an S3 warehouse, but "
+                                     f"floeline.warehouse={warehouse} is local")
+            return None
+        try:
+            return S3Settings.from_settings(self.settings)
+        except ConfigError as exc:
+            self.problems.append(str(exc))
+            return None
 
     def retry_policy(self) -> RetryPolicy:
         try:

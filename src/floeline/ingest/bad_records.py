@@ -158,6 +158,7 @@ class BadRecords:
         try:
             count = rows.count()
             if count:
+                self.tables.check_owned()
                 rows.write.format("delta").mode("append").option("userMetadata", metadata) \
                     .save(errors_ref.path)
                 state.committed = committed_after

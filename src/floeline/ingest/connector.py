@@ -16,7 +16,6 @@ Nothing here knows which source it reads."""
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
@@ -33,6 +32,7 @@ from floeline.ingest.table_sink import first_lines
 from floeline.ops.http import OpsServer
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
+from floeline.warehouse import storage
 
 log = logging.getLogger("floeline")
 
@@ -67,8 +67,9 @@ class Connector:
     # ---- the streaming query -------------------------------------------------------
 
     def _has_checkpoint(self) -> bool:
-        offsets_dir = os.path.join(self.config.checkpoint_dir, "offsets")
-        return os.path.isdir(offsets_dir) and bool(os.listdir(offsets_dir))
+        checkpoint = self.config.checkpoint_dir
+        return bool(self.pipeline.warehouse.storage_for(checkpoint).children(
+            storage.join(checkpoint, "offsets"))[1])
 
     def build_stream(self):
         """The source's streaming DataFrame, each channel starting right after the
@@ -94,6 +95,7 @@ class Connector:
             raise
         finally:
             self.metrics.query_active(False)
+            self.pipeline.release()
             self.source.close()
             if self.ops_server is not None:
                 self.ops_server.close()

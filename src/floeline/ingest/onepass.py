@@ -19,12 +19,11 @@ on the general path, which handles (or reports) whatever the record holds.
 
 The batch's positions come from Spark's own checkpoint (offsets/<batch id> holds where
 each batch ends, in the source's format: Source.batch_end reads it) instead of a
-statistics job."""
+statistics job; a checkpoint on s3a:// is read with boto3 (warehouse/storage.py)."""
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import shaping
 from floeline.records.content import PARSE_VALUE_SQL, quote_column, sql_string
 from floeline.sources.base import BatchEnd, position_after
+from floeline.warehouse import storage
 from floeline.warehouse.pipes import pipe_for_table
 from floeline.warehouse.positions import commit_metadata
 from floeline.warehouse.tables import METADATA_COLUMN, TableSchema, stores_json
@@ -134,27 +134,29 @@ def from_json_sql(json_schema: str) -> str:
             f"'allowNonNumericNumbers', 'false', 'allowSingleQuotes', 'false'))")
 
 
-def offset_log_entry(checkpoint_dir: str, batch_id: int) -> str | None:
+def offset_log_entry(checkpoint_dir: str, batch_id: int, files=None) -> str | None:
     """The source's JSON in Spark's offset log for `batch_id` (where the batch ends),
-    or None when it cannot be read."""
-    path = os.path.join(checkpoint_dir, "offsets", str(batch_id))
+    or None when it cannot be read. `files`: the checkpoint's storage (storage.py: a
+    local directory, or S3 through boto3 for an s3a:// checkpoint)."""
+    files = files if files is not None else storage.storage_for(checkpoint_dir)
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().splitlines()[2]
-    except (OSError, IndexError):
+        text = files.read_text(storage.join(checkpoint_dir, "offsets", str(batch_id)))
+        return text.splitlines()[2] if text is not None else None
+    except (OSError, IndexError, UnicodeDecodeError):
         return None
 
 
 def batch_range(pipeline, batch_id: int) -> tuple[BatchEnd, BatchEnd] | None:
     """Where the batch starts and ends, from Spark's offset log (or, for a query's
     first batch, where the source started it)."""
-    source = pipeline.source
-    entry = offset_log_entry(pipeline.config.checkpoint_dir, batch_id)
+    source, checkpoint = pipeline.source, pipeline.config.checkpoint_dir
+    files = pipeline.warehouse.storage_for(checkpoint)
+    entry = offset_log_entry(checkpoint, batch_id, files)
     end = source.batch_end(entry) if entry else None
     if end is None:
         return None
     if batch_id > 0:
-        entry = offset_log_entry(pipeline.config.checkpoint_dir, batch_id - 1)
+        entry = offset_log_entry(checkpoint, batch_id - 1, files)
         start = source.batch_end(entry) if entry else None
     else:
         start = source.start_of_first_batch()
@@ -211,7 +213,7 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
               F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"))
     positions = {ch: last for ch, (_before, last) in channels.items()}
     after = state.after(positions, finished)
-    pipeline.source.before_commit()
+    pipeline.before_commit()
     try:
         (frame.selectExpr(*plan.columns).write.format("delta").mode("append")
          .option("userMetadata", commit_metadata(cfg.name, after)).save(ref.path))

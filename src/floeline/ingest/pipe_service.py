@@ -142,20 +142,21 @@ class PipeService:
         self._batch_error: dict[str, str] = {}
         self._stop = threading.Event()
         spark.dataSource.register(PipeFilesDataSource)
+        warehouse.prepare_spark(spark)
 
     def checkpoint(self, name: str) -> str:
-        return str(self.warehouse.root / "_checkpoints" / "_pipes" / name)
+        return self.warehouse.path("_checkpoints", "_pipes", name)
 
     # ---- queries ---------------------------------------------------------------------
 
     def _start(self, name: str, available_now: bool):
         stream = (self.spark.readStream.format(PIPE_FILES_FORMAT)
-                  .option("warehouse", str(self.warehouse.root)).option("pipe", name)
+                  .option("warehouse", self.warehouse.location).option("pipe", name)
                   .option("poll", str(self.poll_s)).load())
         writer = (stream.writeStream
                   .foreachBatch(lambda batch, batch_id: self._load_batch(name, batch))
                   .option("checkpointLocation", self.checkpoint(name))
-                  .queryName(f"floeline-pipe-{name}@{self.warehouse.root}"))
+                  .queryName(f"floeline-pipe-{name}@{self.warehouse.location}"))
         writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime="0 seconds")
         self._batch_error.pop(name, None)
         return writer.start()
@@ -258,7 +259,7 @@ class PipeService:
         what its stage and queue hold); exit status 1 when a pipe is failing at the end."""
         auto = [p for _, _, p in stage_pipes(self.warehouse) if p.copy.get("auto_ingest")]
         if not auto:
-            self.report(f"no auto-ingest pipe in warehouse {self.warehouse.root} "
+            self.report(f"no auto-ingest pipe in warehouse {self.warehouse.location} "
                         f"(CREATE PIPE p AUTO_INGEST=TRUE AS COPY INTO t FROM @stage)")
         restore = install_stop_signals(self._stop)
         try:

@@ -20,6 +20,8 @@ from floeline.records.support import check_supported
 from floeline.records.transforms import routed_topic
 from floeline.sources.base import Committed
 from floeline.warehouse.catalog import TableRef, Warehouse
+from floeline.warehouse.owners import TableOwners
+from floeline.warehouse.owners import needed as owners_needed
 
 
 class Pipeline:
@@ -31,8 +33,13 @@ class Pipeline:
         self.headers_check = header_rules(config.raw).headers_check_sql() if source.has_headers else None
         self.headers_in_sql = not self.decode and self.headers_check is None
         self.transforms = transform_chain_for(config.raw)
-        self.warehouse = Warehouse(config.warehouse)
-        self.tables = Tables(spark, self.warehouse, config.name)
+        self.warehouse = Warehouse(config.warehouse, config.warehouse_s3)
+        # Spark reads and writes the tables and its checkpoint: on S3, the buckets' settings.
+        self.warehouse.prepare_spark(spark, config.checkpoint_dir)
+        owners = (TableOwners(self.warehouse, config.name, config.owner_timeout_ms,
+                              standby=source.has_standby)
+                  if owners_needed(self.warehouse) else None)
+        self.tables = Tables(spark, self.warehouse, config.name, owners=owners)
         self.metrics = ConnectorMetrics(config.name, config.database, config.schema)
         self.bad = BadRecords(config, spark, self.tables, source, dead_letter_queue_for(config),
                               self.metrics)
@@ -40,6 +47,17 @@ class Pipeline:
         # or through staged files loaded by the table's pipe (SNOWPIPE).
         self.sink = SnowpipeSink(self) if config.ingestion_method == "SNOWPIPE" else TableSink(self)
         self.routes: list[str] = []  # the source's routes when the query started
+
+    def before_commit(self) -> None:
+        """Right before a table commit: the tables are still this connector's (S3), and
+        whatever the source needs (sources/base.py)."""
+        self.tables.check_owned()
+        self.source.before_commit()
+
+    def release(self) -> None:
+        """When the connector stops: give up its tables' owner records (S3)."""
+        if self.tables.owners is not None:
+            self.tables.owners.release()
 
     def declared_types(self, schema_ids) -> dict[str, str]:
         """Top-level field -> column type, as the Avro schema(s) of a batch's values

@@ -189,7 +189,7 @@ class SnowpipeSink:
         stage, pipe = self._set_up(state)
         phase("set up")
         positions = commit_entry(p.config.name, after)
-        p.source.before_commit()
+        p.before_commit()
         if expected <= 0:  # only positions move (records replayed, diverted or skipped)
             (p.spark.sql(f"SELECT CAST(NULL AS VARIANT) AS {METADATA_COLUMN}").limit(0)
              .write.format("delta").mode("append")

@@ -99,7 +99,7 @@ class TableSink:
             # Bad rows go to the DLQ / error table before the table commit.
             _, rejected = p.bad.divert(shaped, "_row_error", row_stage, ref, report, after, "_src_")
             expected -= rejected
-        p.source.before_commit()
+        p.before_commit()
         try:
             out.write.format("delta").mode("append").option("userMetadata", user_metadata).save(ref.path)
         except Exception as exc:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from floeline.sources.base import Committed, position_after
 from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef, Warehouse
+from floeline.warehouse.owners import TableOwners
 from floeline.warehouse.positions import read_committed
 from floeline.warehouse.tables import TableSchema
 
@@ -53,16 +54,26 @@ class TableState:
 
 @dataclass
 class Tables:
-    """The connector's tables by full name, created on first use."""
+    """The connector's tables by full name, created on first use. `owners`: on S3, the
+    owner records that keep each table to this one connector (warehouse/owners.py),
+    taken before the table is first read."""
 
     spark: object
     warehouse: Warehouse
     connector: str
     states: dict[str, TableState] = field(default_factory=dict)
+    owners: TableOwners | None = None
+
+    def check_owned(self) -> None:
+        """Before a commit: this connector still owns its tables (S3; else nothing)."""
+        if self.owners is not None:
+            self.owners.check()
 
     def state(self, ref: TableRef) -> TableState:
         state = self.states.get(ref.full_name)
         if state is None:
+            if self.owners is not None:
+                self.owners.acquire(ref)
             state = TableState(ref, read_committed(self.spark, ref, self.connector))
             self.states[ref.full_name] = state
         return state

@@ -19,6 +19,7 @@ set (all of them: the topic is not split by table)."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
@@ -27,7 +28,7 @@ from floeline.records.decode import transform_chain_for
 from floeline.records.transforms import routed_topic
 from floeline.sources import source_for
 from floeline.sources.base import Head, Lag, position_key, total_lag
-from floeline.warehouse import delta_log
+from floeline.warehouse import delta_log, owners
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.positions import committed_in_log
 
@@ -54,6 +55,9 @@ class TableStatus:
     lag: int | None = None  # the channels' lags: records added up, or the largest time (ms)
     lag_unit: str = "records"
     channels: list[ChannelStatus] = field(default_factory=list)
+    # S3 warehouses: who owns the table (warehouse/owners.py), e.g. "orders@node-3:4242";
+    # None for a local warehouse or a table no connector holds.
+    owner: str | None = None
 
 
 @dataclass
@@ -70,7 +74,8 @@ def connector_status(config) -> ConnectorStatus:
     """The connector's status, read from its tables and its source."""
     status = ConnectorStatus(config.name, config.source)
     source = source_for(config)
-    warehouse = Warehouse(config.warehouse)
+    warehouse = Warehouse(config.warehouse, config.warehouse_s3)
+    files = warehouse.storage
     chain = transform_chain_for(config.raw)
     try:
         channels = source.channels()
@@ -85,7 +90,7 @@ def connector_status(config) -> ConnectorStatus:
         ref = warehouse.table(config.database, config.schema, source.table_name(routed_topic(chain, route)))
         refs[ref.full_name] = ref
         listed.setdefault(ref.full_name, []).extend(c.id for c in channels if c.route == route)
-    held = {name: committed_in_log(ref.path, config.name) for name, ref in refs.items()}
+    held = {name: committed_in_log(ref.path, config.name, files) for name, ref in refs.items()}
     positions: dict[str, str] = {}
     for committed, _commit in held.values():
         positions.update(committed.positions)
@@ -99,15 +104,16 @@ def connector_status(config) -> ConnectorStatus:
                             "shown; lag is how long the oldest record not yet committed has waited")
     for name, ref in refs.items():
         committed, commit = held[name]
-        table = TableStatus(name, delta_log.is_table(ref.path))
+        table = TableStatus(name, delta_log.is_table(ref.path, files))
         if table.exists:
-            table.rows = delta_log.row_count(ref.path)
+            table.rows = delta_log.row_count(ref.path, files)
         if commit is not None:
             table.version = commit.version
             table.last_commit = _utc(commit.timestamp_ms)
+        table.owner = _owner(warehouse, ref)
         errors = warehouse.error_table(ref)
-        if delta_log.is_table(errors.path):
-            table.error_table, table.error_rows = errors.full_name, delta_log.row_count(errors.path)
+        if delta_log.is_table(errors.path, files):
+            table.error_table, table.error_rows = errors.full_name, delta_log.row_count(errors.path, files)
         ids = sorted(set(listed[name]) | set(committed.positions) | committed.finished,
                      key=_channel_order)
         for channel in ids:
@@ -155,6 +161,22 @@ def _utc(ms: int | None) -> str | None:
 # ---- output -------------------------------------------------------------------------
 
 
+def _owner(warehouse: Warehouse, ref: TableRef) -> str | None:
+    """The table's owner record as `connector@host:pid` (" (stale)" when not renewed in
+    time), for warehouses that keep one (S3)."""
+    if not owners.needed(warehouse):
+        return None
+    text = warehouse.storage.read_text(owners.record_location(warehouse, ref))
+    if text is None:
+        return None
+    try:
+        owner = owners.Owner.from_json(text)
+    except (ValueError, TypeError):
+        return "(unreadable owner record)"
+    stale = " (stale)" if owner.stale(int(time.time() * 1000)) else ""
+    return f"{owner.connector}@{owner.host}:{owner.pid}{stale}"
+
+
 def format_json(status: ConnectorStatus) -> str:
     return json.dumps(asdict(status), indent=2)
 
@@ -168,7 +190,8 @@ def format_text(status: ConnectorStatus) -> str:
             errors = (f"error_rows={_show(table.error_rows)} ({table.error_table})"
                       if table.error_table else "error_rows=0")
             lines.append(f"{table.table}: rows={_show(table.rows)} last_commit={_show(table.last_commit)} "
-                         f"version={_show(table.version)} {errors} lag={_lag(table.lag, table.lag_unit)}")
+                         f"version={_show(table.version)} {errors} lag={_lag(table.lag, table.lag_unit)}"
+                         + (f" owner={table.owner}" if table.owner else ""))
         rows = [("CHANNEL", "COMMITTED", "LATEST", "LAG")]
         for c in table.channels:
             rows.append((c.channel, _show(c.committed), _show(c.latest),

@@ -144,6 +144,10 @@ class Source(Protocol):
 
     kind: str  # "kafka", "kinesis", ...
     has_headers: bool  # whether records carry headers (the header converter applies)
+    # Whether a second run of the same connector waits as a standby until the first
+    # stops (Kinesis: its lease table): on S3 it then also waits for the tables' owner
+    # records (warehouse/owners.py) instead of being refused.
+    has_standby: bool
 
     def channels(self) -> list[Channel]:
         """The channels the source reads now (Kafka: every partition of the topics)."""

@@ -53,6 +53,7 @@ class KafkaSource:
 
     kind = "kafka"
     has_headers = True
+    has_standby = False
 
     def __init__(self, config):
         self.config = config

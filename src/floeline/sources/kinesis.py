@@ -55,6 +55,7 @@ def table_name_for_stream(stream: str) -> str:
 class KinesisSource:
     kind = "kinesis"
     has_headers = False
+    has_standby = True
 
     def __init__(self, config, worker_id: str | None = None):
         self.config = config

@@ -97,6 +97,7 @@ def _b64(value) -> str | None:
 class MemorySource:
     kind = "memory"
     has_headers = False
+    has_standby = False
 
     def __init__(self, config, log: MemoryLog):
         self.config, self.log = config, log

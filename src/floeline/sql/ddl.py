@@ -11,7 +11,6 @@ Each statement's result is a small DataFrame (a `status` row, or the listing).""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from sqlglot import exp
 
@@ -210,7 +209,7 @@ class Ddl:
             raise SqlError("CREATE TABLE ... AS SELECT is not supported; create the table with a "
                            "column list (or CREATE INTERACTIVE TABLE ... AS for a streaming transformation)")
         ref = self.new_ref(name)
-        exists = (Path(ref.path) / "_delta_log").is_dir()
+        exists = self.warehouse.is_table(ref)
         if exists and if_not_exists:
             return self.status(f"{ref.name} already exists, statement succeeded.")
         if exists and not replace:
@@ -227,13 +226,13 @@ class Ddl:
                     columns=transformation, database=ref.database, schema=ref.schema),
                     ref.database, ref.schema)
             except OSError as exc:
-                tables.drop_table(ref)  # nothing half-created
+                tables.drop_table(self.warehouse, ref)  # nothing half-created
                 raise SqlError(f"cannot store the transformation of {ref.full_name}: {exc}") from exc
         kind = "Interactive table" if interactive else "Table"
         return self.status(f"{kind} {ref.name} successfully created.")
 
     def drop(self, ref: TableRef) -> None:
-        tables.drop_table(ref)
+        tables.drop_table(self.warehouse, ref)
         pipes.delete(self.warehouse, ref.database, ref.schema, "interactive", ref.name)
 
     def drop_table(self, tree: exp.Drop):

@@ -31,6 +31,7 @@ def iter_script(spark, script: str, warehouse: Warehouse):
     """(statement, result DataFrame) of each statement as it runs: a caller that reads a
     result before taking the next one (`floeline sql` prints it) sees the warehouse as it
     was after that statement, before the next one changes it."""
+    warehouse.prepare_spark(spark)  # an S3 warehouse: its bucket's endpoint and keys for s3a
     ddl = Ddl(spark, warehouse)
     stage_ddl = StageDdl(spark, warehouse)
     copy = CopyInto(spark, warehouse, ddl.need)

@@ -1,4 +1,5 @@
-"""The warehouse: a directory of Delta tables laid out as <root>/<DATABASE>/<SCHEMA>/<TABLE>.
+"""The warehouse: a directory of Delta tables laid out as <root>/<DATABASE>/<SCHEMA>/<TABLE>,
+on a local disk or under an S3 prefix (s3a://bucket/prefix; storage.py).
 
 There is no metastore: the directory tree is the catalog, so any process (a second
 `floeline sql` while a connector writes) sees the same tables without a lock."""
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from floeline.errors import TableError
+from floeline.warehouse import storage
+from floeline.warehouse.storage import S3Settings
 
 # A table's bad records go, when there is no dead-letter queue, to its error table
 # `<TABLE>_ERRORS` beside it (ingest/bad_records.py).
@@ -31,12 +34,51 @@ class TableRef:
 
 
 class Warehouse:
-    def __init__(self, root: str | os.PathLike):
-        self.root = Path(root).expanduser().absolute()
+    """The tables, definitions and checkpoints under one root location. `s3`: how to
+    reach an s3a:// root (default: the AWS environment variables)."""
+
+    def __init__(self, root: str | os.PathLike, s3: S3Settings | None = None):
+        self.location = storage.normalize(root)
+        self.s3 = s3
+        self.storage = storage.storage_for(self.location, s3)
+
+    @property
+    def is_local(self) -> bool:
+        return not storage.is_s3(self.location)
+
+    @property
+    def root(self) -> Path:
+        """The local directory of the warehouse, for what works on a local warehouse
+        only (internal stages, the SNOWPIPE method); an S3 warehouse says so."""
+        if not self.is_local:
+            raise TableError(f"warehouse {self.location} is on S3: this needs a local warehouse "
+                             f"(internal stages and snowflake.ingestion.method=SNOWPIPE keep their "
+                             f"files in a local warehouse only)")
+        return Path(self.location)
+
+    def path(self, *parts: str) -> str:
+        """A location under the warehouse's root."""
+        return storage.join(self.location, *parts)
+
+    def storage_for(self, location: str) -> storage.Storage:
+        """The storage of another location (a checkpoint), with the warehouse's S3 settings."""
+        if storage.is_s3(location) == (not self.is_local):
+            return self.storage  # one S3 client for the warehouse and its checkpoints
+        return storage.storage_for(location, self.s3)
+
+    def prepare_spark(self, spark, *locations: str) -> None:
+        """Let `spark` read and write the warehouse (and `locations`, e.g. a checkpoint
+        elsewhere): for S3, the bucket's endpoint and credentials as s3a settings."""
+        for location in (self.location, *locations):
+            self.storage_for(location).prepare_spark(spark, location)
 
     def table(self, database: str, schema: str, name: str) -> TableRef:
         """The table DATABASE.SCHEMA.NAME (names as stored: already normalized)."""
-        return TableRef(database, schema, name, str(self.root / database / schema / name))
+        return TableRef(database, schema, name, self.path(database, schema, name))
+
+    def is_table(self, ref: TableRef) -> bool:
+        """True when the table's Delta log exists."""
+        return self.storage.is_dir(storage.join(ref.path, "_delta_log"))
 
     def error_table(self, ref: TableRef) -> TableRef:
         """The error table beside `ref`."""
@@ -45,14 +87,21 @@ class Warehouse:
     def list_tables(self) -> list[TableRef]:
         """Every Delta table in the warehouse, sorted by full name."""
         found = []
-        if not self.root.is_dir():
-            return found
-        for db in _subdirs(self.root):
-            for schema in _subdirs(db):
-                for table in _subdirs(schema):
-                    if (table / "_delta_log").is_dir():
-                        found.append(self.table(db.name, schema.name, table.name))
+        for db in self._subdirs(self.location):
+            for schema in self._subdirs(self.path(db)):
+                for table in self._subdirs(self.path(db, schema)):
+                    ref = self.table(db, schema, table)
+                    if self.is_table(ref):  # one small request on S3, however many files
+                        found.append(ref)
         return sorted(found, key=lambda t: t.full_name)
+
+    def schemas(self) -> list[tuple[str, str]]:
+        """(database, schema) of every schema folder, sorted."""
+        return [(db, schema) for db in self._subdirs(self.location)
+                for schema in self._subdirs(self.path(db))]
+
+    def _subdirs(self, location: str) -> list[str]:
+        return [n for n in self.storage.children(location)[0] if not n.startswith(("_", "."))]
 
     def resolve(self, parts: list[str], quoted: list[bool] | None = None) -> TableRef:
         """The table named by TABLE, SCHEMA.TABLE or DB.SCHEMA.TABLE. An exact match
@@ -70,12 +119,9 @@ class Warehouse:
         wanted = ".".join(parts)
         if not candidates:
             known = ", ".join(t.full_name for t in self.list_tables()) or "none"
-            raise TableError(f"table {wanted} not found in warehouse {self.root} (tables: {known})")
+            raise TableError(f"table {wanted} not found in warehouse {self.location} (tables: {known})")
         if len(candidates) > 1:
             names = ", ".join(t.full_name for t in candidates)
             raise TableError(f"table name {wanted} is ambiguous ({names}): qualify it as DB.SCHEMA.TABLE")
         return candidates[0]
 
-
-def _subdirs(path: Path) -> list[Path]:
-    return [p for p in sorted(path.iterdir()) if p.is_dir() and not p.name.startswith(("_", "."))]

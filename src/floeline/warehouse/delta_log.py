@@ -1,6 +1,7 @@
 """A Delta table's log read straight from its `_delta_log` directory, without Spark:
 what `floeline status` needs (the commits' userMetadata, where positions live, and a
-table's row count) in a process that starts no JVM. Local warehouses only.
+table's row count) in a process that starts no JVM. A local table's files are read
+from disk, an s3a:// table's with boto3 (storage.py).
 
 Two readings, each right for what it answers:
 
@@ -18,10 +19,12 @@ Two readings, each right for what it answers:
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from floeline.warehouse import storage
+from floeline.warehouse.storage import Storage
 
 LOG_DIR = "_delta_log"
 _COMMIT = re.compile(r"^(\d{20})\.json$")
@@ -39,43 +42,44 @@ class Commit:
 
 
 def log_dir(table_path: str) -> str:
-    if "://" in table_path and not table_path.startswith("file:"):
-        raise ValueError(f"reading the Delta log of {table_path} without Spark is only "
-                         f"supported for a local warehouse")
-    return os.path.join(table_path.removeprefix("file:"), LOG_DIR)
+    return storage.join(table_path.removeprefix("file:"), LOG_DIR)
 
 
-def is_table(table_path: str) -> bool:
-    return os.path.isdir(log_dir(table_path))
+def _files(table_path: str, files: Storage | None) -> Storage:
+    return files if files is not None else storage.storage_for(table_path)
 
 
-def _commit_versions(directory: str) -> list[int]:
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    return sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
+def is_table(table_path: str, files: Storage | None = None) -> bool:
+    return _files(table_path, files).is_dir(log_dir(table_path))
 
 
-def _actions(path: str) -> list[dict]:
+def _names(files: Storage, directory: str) -> list[str]:
+    return files.children(directory)[1]
+
+
+def _commit_versions(files: Storage, directory: str) -> list[int]:
+    return sorted(int(m.group(1)) for m in map(_COMMIT.match, _names(files, directory)) if m)
+
+
+def _actions(files: Storage, path: str) -> list[dict]:
     """The actions of a JSON commit (one JSON object per line); [] for a file that a
     log cleanup deleted since it was listed."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except FileNotFoundError:
+    text = files.read_text(path)
+    if text is None:
         return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _commit_file(directory: str, version: int) -> str:
-    return os.path.join(directory, f"{version:020d}.json")
+    return storage.join(directory, f"{version:020d}.json")
 
 
-def commits_newest_first(table_path: str) -> Iterator[Commit]:
+def commits_newest_first(table_path: str, files: Storage | None = None) -> Iterator[Commit]:
     """The table's commits still in its log, from the newest down."""
+    files = _files(table_path, files)
     directory = log_dir(table_path)
-    for version in reversed(_commit_versions(directory)):
-        info = next((a["commitInfo"] for a in _actions(_commit_file(directory, version))
+    for version in reversed(_commit_versions(files, directory)):
+        info = next((a["commitInfo"] for a in _actions(files, _commit_file(directory, version))
                      if "commitInfo" in a), None)
         if info is None:
             continue
@@ -86,13 +90,9 @@ def commits_newest_first(table_path: str) -> Iterator[Commit]:
 # ---- the snapshot -------------------------------------------------------------------
 
 
-def _checkpoints(directory: str, up_to: int) -> list[tuple[int, list[str]]]:
+def _checkpoints(names: list[str], directory: str, up_to: int) -> list[tuple[int, list[str]]]:
     """Complete checkpoints at or below version `up_to`, newest first, each as its
     version and its files (one, every part of a multi-part one, or one V2 file)."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
     single: dict[int, list[str]] = {}
     parts: dict[tuple[int, int], list[str]] = {}
     for name in names:
@@ -111,19 +111,24 @@ def _checkpoints(directory: str, up_to: int) -> list[tuple[int, list[str]]]:
     for (version, count), files in parts.items():
         if len(files) == count and version not in single:
             single[version] = sorted(files)
-    return sorted(((v, [os.path.join(directory, f) for f in fs]) for v, fs in single.items()),
+    return sorted(((v, [storage.join(directory, f) for f in fs]) for v, fs in single.items()),
                   reverse=True)
 
 
-def _read_checkpoint_file(path: str) -> list[dict]:
+def _read_checkpoint_file(files: Storage, path: str) -> list[dict]:
     """The add, remove and sidecar actions of one checkpoint file (parquet or JSON)."""
     if path.endswith(".json"):
-        return [a for a in _actions(path) if {"add", "remove", "sidecar"} & a.keys()]
+        return [a for a in _actions(files, path) if {"add", "remove", "sidecar"} & a.keys()]
+    import io
+
     import pyarrow.parquet as pq
 
-    schema = pq.read_schema(path)
-    wanted = [c for c in ("add", "remove", "sidecar") if c in schema.names]
-    table = pq.read_table(path, columns=wanted)
+    data = files.read_bytes(path)
+    if data is None:
+        raise FileNotFoundError(path)
+    parquet = pq.ParquetFile(io.BytesIO(data))
+    wanted = [c for c in ("add", "remove", "sidecar") if c in parquet.schema_arrow.names]
+    table = parquet.read(columns=wanted)
     actions = []
     for column in wanted:
         for value in table.column(column).to_pylist():
@@ -132,13 +137,13 @@ def _read_checkpoint_file(path: str) -> list[dict]:
     return actions
 
 
-def _checkpoint_actions(directory: str, files: list[str]) -> list[dict]:
+def _checkpoint_actions(files: Storage, directory: str, paths: list[str]) -> list[dict]:
     actions = []
-    for path in files:
-        for action in _read_checkpoint_file(path):
+    for path in paths:
+        for action in _read_checkpoint_file(files, path):
             if "sidecar" in action:  # V2: the file actions are in sidecar parquet files
-                sidecar = os.path.join(directory, "_sidecars", action["sidecar"]["path"])
-                actions.extend(_read_checkpoint_file(sidecar))
+                sidecar = storage.join(directory, "_sidecars", action["sidecar"]["path"])
+                actions.extend(_read_checkpoint_file(files, sidecar))
             else:
                 actions.append(action)
     return actions
@@ -153,18 +158,20 @@ def _file_key(action: dict) -> tuple[str, str | None]:
     return action["path"], dv_id
 
 
-def live_files(table_path: str) -> list[dict]:
+def live_files(table_path: str, files: Storage | None = None) -> list[dict]:
     """The add actions of the table's current snapshot (its live data files)."""
+    store = _files(table_path, files)
     directory = log_dir(table_path)
-    versions = _commit_versions(directory)
+    names = _names(store, directory)
+    versions = sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
     if not versions:
         return []
     latest = versions[-1]
     files: dict[tuple[str, str | None], dict] = {}
     start = 0
-    for version, checkpoint in _checkpoints(directory, latest):
+    for version, checkpoint in _checkpoints(names, directory, latest):
         try:
-            actions = _checkpoint_actions(directory, checkpoint)
+            actions = _checkpoint_actions(store, directory, checkpoint)
         except (OSError, ValueError):  # being written, or cleaned up: an older one
             continue
         for action in actions:
@@ -173,7 +180,7 @@ def live_files(table_path: str) -> list[dict]:
         start = version + 1
         break
     for version in range(start, latest + 1):
-        for action in _actions(_commit_file(directory, version)):
+        for action in _actions(store, _commit_file(directory, version)):
             if "add" in action:
                 files[_file_key(action["add"])] = action["add"]
             elif "remove" in action:
@@ -181,10 +188,10 @@ def live_files(table_path: str) -> list[dict]:
     return list(files.values())
 
 
-def row_count(table_path: str) -> int | None:
+def row_count(table_path: str, files: Storage | None = None) -> int | None:
     """The table's rows from its files' statistics, or None when a file has none."""
     total = 0
-    for add in live_files(table_path):
+    for add in live_files(table_path, files):
         stats = add.get("stats")
         records = None
         if isinstance(stats, str) and stats:

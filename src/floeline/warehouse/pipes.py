@@ -6,14 +6,15 @@ for that table; an interactive table carries its own transformation; otherwise t
 connector uses the default pipe `{TABLE}-STREAMING` (first-level keys -> columns by
 name, case-insensitively), which is not stored.
 
-Definitions are JSON files next to the tables, written atomically (temp file +
-os.replace) so a connector in another process never reads half a file:
+Definitions are JSON files next to the tables, written whole (a local temp file +
+os.replace, or one S3 PUT: storage.py) so a connector in another process never reads
+half a file:
   <warehouse>/<DB>/<SCHEMA>/_pipes/<PIPE>.json        CREATE PIPE
   <warehouse>/<DB>/<SCHEMA>/_interactive/<TABLE>.json  CREATE INTERACTIVE TABLE
 File names are the stored names, percent-encoded. `pipe_for_table` is called by the
-connector every micro-batch: it stats two files and re-reads one only when it was
-replaced (a new inode, mtime or size), so a new or replaced pipe takes effect from the
-next micro-batch.
+connector every micro-batch: it stats two files (on S3: two HEADs) and re-reads one
+only when it was replaced (a new inode, mtime or size; a new ETag), so a new or
+replaced pipe takes effect from the next micro-batch.
 
 Column contract (for the connector): `columns` are positional, in the table's column
 order at CREATE time. If the table later gains columns (ALTER TABLE ADD COLUMN or
@@ -24,11 +25,8 @@ columns get NULL.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from urllib.parse import quote
 
 from floeline.errors import SqlError
@@ -94,56 +92,45 @@ def default_pipe_name(table: str) -> str:
     return table + DEFAULT_PIPE_SUFFIX
 
 
-def _file(warehouse: Warehouse, database: str, schema: str, kind: str, name: str) -> Path:
+def _file(warehouse: Warehouse, database: str, schema: str, kind: str, name: str) -> str:
     folder = PIPES_DIR if kind == "pipe" else INTERACTIVE_DIR
-    return warehouse.root / database / schema / folder / (quote(name, safe="") + ".json")
+    return warehouse.path(database, schema, folder, quote(name, safe="") + ".json")
 
 
 def save(warehouse: Warehouse, pipe: Pipe, database: str, schema: str) -> None:
-    """Store the pipe under DATABASE.SCHEMA (the pipe's own schema), atomically."""
-    write_atomically(_file(warehouse, database, schema, pipe.kind, pipe.name), pipe.to_json())
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write a definition file so that a reader sees the old or the new one, whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Store the pipe under DATABASE.SCHEMA (the pipe's own schema), whole."""
+    warehouse.storage.write_text(_file(warehouse, database, schema, pipe.kind, pipe.name), pipe.to_json())
 
 
 def load(warehouse: Warehouse, database: str, schema: str, kind: str, name: str) -> Pipe | None:
     """The stored pipe (kind "pipe") or interactive transformation named exactly `name`."""
-    return _cached(_file(warehouse, database, schema, kind, name))
+    return _cached(warehouse, _file(warehouse, database, schema, kind, name))
 
 
 def delete(warehouse: Warehouse, database: str, schema: str, kind: str, name: str) -> bool:
-    path = _file(warehouse, database, schema, kind, name)
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    return True
+    return warehouse.storage.delete(_file(warehouse, database, schema, kind, name))
+
+
+def definition_files(warehouse: Warehouse, folder: str) -> list[tuple[str, str, str]]:
+    """(database, schema, location) of every `*.json` in DB/SCHEMA/<folder>/ (pipes,
+    stages, file formats), sorted."""
+    found = []
+    for database, schema in warehouse.schemas():
+        where = warehouse.path(database, schema, folder)
+        for name in warehouse.storage.children(where)[1]:
+            if name.endswith(".json") and not name.startswith("."):
+                found.append((database, schema, warehouse.path(database, schema, folder, name)))
+    return found
 
 
 def list_stored(warehouse: Warehouse, kind: str = "pipe") -> list[tuple[str, str, Pipe]]:
     """(database, schema, pipe) of every stored pipe of `kind`, sorted by full name."""
     folder = PIPES_DIR if kind == "pipe" else INTERACTIVE_DIR
     found = []
-    if not warehouse.root.is_dir():
-        return found
-    for path in sorted(warehouse.root.glob(f"*/*/{folder}/*.json")):
-        pipe = _cached(path)
+    for database, schema, location in definition_files(warehouse, folder):
+        pipe = _cached(warehouse, location)
         if pipe is not None:
-            found.append((path.parent.parent.parent.name, path.parent.parent.name, pipe))
+            found.append((database, schema, pipe))
     return sorted(found, key=lambda f: (f[0], f[1], f[2].name))
 
 
@@ -162,28 +149,27 @@ def pipe_for_table(warehouse: Warehouse, database: str, schema: str, table: str)
     return None
 
 
-_cache: dict[str, tuple[tuple[int, int, int], Pipe]] = {}
+_cache: dict[str, tuple[object, Pipe]] = {}
 _lock = threading.Lock()
 
 
-def _cached(path: Path) -> Pipe | None:
-    """The pipe in `path`, re-read only when the file was replaced since last time."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
+def _cached(warehouse: Warehouse, location: str) -> Pipe | None:
+    """The pipe at `location`, re-read only when the file was replaced since last time."""
+    key = warehouse.storage.version(location)
+    if key is None:
         return None
-    key = (st.st_ino, st.st_mtime_ns, st.st_size)
     with _lock:
-        hit = _cache.get(str(path))
+        hit = _cache.get(location)
     if hit is not None and hit[0] == key:
         return hit[1]
-    try:
-        pipe = Pipe.from_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    text = warehouse.storage.read_text(location)
+    if text is None:
         return None  # dropped between stat and read
+    try:
+        pipe = Pipe.from_json(text)
     except (ValueError, KeyError, TypeError) as exc:
-        raise SqlError(f"pipe definition {path} is unreadable ({exc}); recreate it with "
+        raise SqlError(f"pipe definition {location} is unreadable ({exc}); recreate it with "
                        f"CREATE OR REPLACE PIPE") from exc
     with _lock:
-        _cache[str(path)] = (key, pipe)
+        _cache[location] = (key, pipe)
     return pipe

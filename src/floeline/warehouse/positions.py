@@ -73,12 +73,14 @@ def read_committed(spark, ref: TableRef, connector: str) -> Committed:
     return Committed()
 
 
-def committed_in_log(table_path: str, connector: str) -> tuple[Committed, delta_log.Commit | None]:
+def committed_in_log(table_path: str, connector: str,
+                     files=None) -> tuple[Committed, delta_log.Commit | None]:
     """What this connector last committed to the table, read from its Delta log without
-    Spark, and the commit that holds it (None when no commit does)."""
-    if not delta_log.is_table(table_path):
+    Spark (`files`: the warehouse's storage), and the commit that holds it (None when no
+    commit does)."""
+    if not delta_log.is_table(table_path, files):
         return Committed(), None
-    for commit in delta_log.commits_newest_first(table_path):
+    for commit in delta_log.commits_newest_first(table_path, files):
         committed = parse_commit_metadata(commit.user_metadata, connector)
         if committed is not None:
             return committed, commit

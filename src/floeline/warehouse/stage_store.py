@@ -17,6 +17,7 @@ from urllib.parse import quote, unquote, urlparse
 
 from floeline.errors import SqlError
 from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse.storage import s3a_bucket_settings
 
 STAGE_FILES_DIR = "_stage_files"
 DEFAULT_REGION = "us-east-1"
@@ -170,20 +171,10 @@ class S3Store:
 
     def hadoop_settings(self) -> dict[str, str]:
         """The s3a settings of this bucket (fs.s3a.bucket.<bucket>.<key>)."""
-        settings = {"endpoint.region": self.region}
-        if self.endpoint:
-            settings.update({"endpoint": self.endpoint, "path.style.access": "true",
-                             "connection.ssl.enabled": str(self.endpoint.startswith("https")).lower()})
-        if self.credentials.get("AWS_KEY_ID"):
-            settings.update({"access.key": self.credentials["AWS_KEY_ID"],
-                             "secret.key": self.credentials.get("AWS_SECRET_KEY", "")})
-            if self.credentials.get("AWS_TOKEN"):
-                settings.update({"session.token": self.credentials["AWS_TOKEN"],
-                                 "aws.credentials.provider":
-                                     "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"})
-            else:
-                settings["aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
-        return {f"fs.s3a.bucket.{self.bucket}.{k}": v for k, v in settings.items()}
+        return s3a_bucket_settings(self.bucket, self.region, self.endpoint,
+                                   self.credentials.get("AWS_KEY_ID"),
+                                   self.credentials.get("AWS_SECRET_KEY"),
+                                   self.credentials.get("AWS_TOKEN"))
 
     def prepare_spark(self, spark) -> None:
         conf = spark.sparkContext._jsc.hadoopConfiguration()

@@ -1,5 +1,5 @@
 """Stages and named file formats: where staged files live and how to read them,
-stored in the warehouse like pipes (JSON files written atomically):
+stored in the warehouse like pipes (JSON files written whole, locally or on S3):
 
   <warehouse>/<DB>/<SCHEMA>/_stages/<STAGE>.json              CREATE STAGE
   <warehouse>/<DB>/<SCHEMA>/_file_formats/<FORMAT>.json       CREATE FILE FORMAT
@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from floeline.errors import SqlError
 from floeline.records.file_formats import FileFormat, FileFormatError
 from floeline.warehouse.catalog import Warehouse
-from floeline.warehouse.pipes import write_atomically
+from floeline.warehouse.pipes import definition_files
 from floeline.warehouse.stage_store import StagedFile, store_for  # noqa: F401 - StagedFile re-exported
 
 STAGES_DIR, FORMATS_DIR = "_stages", "_file_formats"
@@ -63,44 +62,38 @@ class Stage:
         return Stage(**data)
 
 
-def _definition(warehouse: Warehouse, database: str, schema: str, folder: str, name: str) -> Path:
-    return warehouse.root / database / schema / folder / (quote(name, safe="") + ".json")
+def _definition(warehouse: Warehouse, database: str, schema: str, folder: str, name: str) -> str:
+    return warehouse.path(database, schema, folder, quote(name, safe="") + ".json")
 
 
 def save_stage(warehouse: Warehouse, stage: Stage) -> None:
-    write_atomically(_definition(warehouse, stage.database, stage.schema, STAGES_DIR, stage.name),
-                     stage.to_json())
+    warehouse.storage.write_text(_definition(warehouse, stage.database, stage.schema, STAGES_DIR,
+                                             stage.name), stage.to_json())
 
 
 def load_stage(warehouse: Warehouse, database: str, schema: str, name: str) -> Stage | None:
-    path = _definition(warehouse, database, schema, STAGES_DIR, name)
-    try:
-        return Stage.from_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    return _stage_at(warehouse, _definition(warehouse, database, schema, STAGES_DIR, name))
+
+
+def _stage_at(warehouse: Warehouse, location: str) -> Stage | None:
+    text = warehouse.storage.read_text(location)
+    if text is None:
         return None
+    try:
+        return Stage.from_json(text)
     except (ValueError, KeyError, TypeError) as exc:
-        raise SqlError(f"stage definition {path} is unreadable ({exc}); recreate it with "
+        raise SqlError(f"stage definition {location} is unreadable ({exc}); recreate it with "
                        f"CREATE OR REPLACE STAGE") from None
 
 
-def _delete(path: Path) -> bool:
-    """Remove a definition file; False when there was none."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    return True
-
-
 def delete_stage(warehouse: Warehouse, database: str, schema: str, name: str) -> bool:
-    return _delete(_definition(warehouse, database, schema, STAGES_DIR, name))
+    return warehouse.storage.delete(_definition(warehouse, database, schema, STAGES_DIR, name))
 
 
 def list_stages(warehouse: Warehouse) -> list[Stage]:
     found = []
-    for path in sorted(warehouse.root.glob(f"*/*/{STAGES_DIR}/*.json")) if warehouse.root.is_dir() else []:
-        stage = load_stage(warehouse, path.parent.parent.parent.name, path.parent.parent.name,
-                           unquote(path.stem))
+    for _db, _schema, location in definition_files(warehouse, STAGES_DIR):
+        stage = _stage_at(warehouse, location)
         if stage is not None:
             found.append(stage)
     return sorted(found, key=lambda s: s.full_name)
@@ -108,28 +101,27 @@ def list_stages(warehouse: Warehouse) -> list[Stage]:
 
 def save_file_format(warehouse: Warehouse, database: str, schema: str, name: str,
                      options: dict[str, object]) -> None:
-    write_atomically(_definition(warehouse, database, schema, FORMATS_DIR, name),
-                     json.dumps({"name": name, "options": options, "format": _FORMAT}, indent=1))
+    warehouse.storage.write_text(_definition(warehouse, database, schema, FORMATS_DIR, name),
+                                 json.dumps({"name": name, "options": options, "format": _FORMAT}, indent=1))
 
 
 def load_file_format(warehouse: Warehouse, database: str, schema: str, name: str) -> dict | None:
-    try:
-        text = _definition(warehouse, database, schema, FORMATS_DIR, name).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    return json.loads(text)["options"]
+    text = warehouse.storage.read_text(_definition(warehouse, database, schema, FORMATS_DIR, name))
+    return None if text is None else json.loads(text)["options"]
 
 
 def delete_file_format(warehouse: Warehouse, database: str, schema: str, name: str) -> bool:
-    return _delete(_definition(warehouse, database, schema, FORMATS_DIR, name))
+    return warehouse.storage.delete(_definition(warehouse, database, schema, FORMATS_DIR, name))
 
 
 def list_file_formats(warehouse: Warehouse) -> list[tuple[str, str, str, dict]]:
     """(database, schema, name, options) of every named file format."""
     found = []
-    for path in sorted(warehouse.root.glob(f"*/*/{FORMATS_DIR}/*.json")) if warehouse.root.is_dir() else []:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        found.append((path.parent.parent.parent.name, path.parent.parent.name, data["name"], data["options"]))
+    for database, schema, location in definition_files(warehouse, FORMATS_DIR):
+        text = warehouse.storage.read_text(location)
+        if text is not None:
+            data = json.loads(text)
+            found.append((database, schema, data["name"], data["options"]))
     return found
 
 

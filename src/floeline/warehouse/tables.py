@@ -250,19 +250,21 @@ def set_evolution(spark, ref: TableRef, enabled: bool) -> None:
                      f"('{EVOLUTION_PROPERTY}'='{str(enabled).lower()}')")
 
 
-def drop_table(ref: TableRef) -> None:
+def drop_table(warehouse, ref: TableRef) -> None:
     """DROP TABLE: delete the table's directory (data, log and history), as a dropped
-    Snowflake table is gone for ingestion. Local warehouses only."""
+    Snowflake table is gone for ingestion; on S3, every object under its prefix."""
+    import os
+
+    if not warehouse.is_local:
+        warehouse.storage.delete_tree(ref.path)
+        return
     import shutil
     from pathlib import Path
 
     path = Path(ref.path)
-    if "://" in ref.path:
-        raise TableError(f"DROP TABLE {ref.full_name}: dropping tables in {ref.path} is only "
-                         f"supported for a local warehouse; delete the directory with your storage tools")
     shutil.rmtree(path)
     for parent in (path.parent, path.parent.parent):  # leave no empty schema/database behind
         try:
-            parent.rmdir()
+            os.rmdir(parent)
         except OSError:
             break
