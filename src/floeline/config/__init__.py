@@ -560,6 +560,9 @@ class _Reader:
             return ""
         if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
             self.problems.append(f"name={name!r} contains control characters")
+        elif "/" in name or "\\" in name or name in (".", ".."):
+            self.problems.append(f"name={name!r}: the connector's name is its checkpoint's folder "
+                                 f"(<warehouse>/_checkpoints/<name>); it cannot hold / or \\ or be . or ..")
         return name
 
     def topics(self) -> tuple[tuple[str, ...], str | None]:

@@ -33,7 +33,7 @@ from floeline.sources.pipe_files import FORMAT as PIPE_FILES_FORMAT
 from floeline.sources.pipe_files import (MAX_FILES_PER_BATCH, PipeFilesDataSource, split_pipe_name,
                                          stage_of, stored_pipe)
 from floeline.warehouse import load_history, pipes, stages, tables
-from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse.catalog import Warehouse, folder_name
 from floeline.warehouse.load_history import LOAD_FAILED, FileLoad
 from floeline.warehouse.stage_store import StagedFile
 
@@ -145,7 +145,7 @@ class PipeService:
         warehouse.prepare_spark(spark)
 
     def checkpoint(self, name: str) -> str:
-        return self.warehouse.path("_checkpoints", "_pipes", name)
+        return self.warehouse.path("_checkpoints", "_pipes", folder_name(name))
 
     # ---- queries ---------------------------------------------------------------------
 

@@ -70,7 +70,7 @@ def _sql_name(*parts: str) -> str:
 
 def table_stage_dir(warehouse, ref: TableRef) -> Path:
     """Where files that failed to load into `ref` are kept (Snowflake's @%TABLE)."""
-    return warehouse.root / ref.database / ref.schema / TABLE_STAGES_DIR / quote(ref.name, safe="")
+    return warehouse.local_schema_dir(ref.database, ref.schema, TABLE_STAGES_DIR) / quote(ref.name, safe="")
 
 
 class SnowpipeSink:

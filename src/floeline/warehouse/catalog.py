@@ -14,6 +14,35 @@ from floeline.errors import TableError
 from floeline.warehouse import storage
 from floeline.warehouse.storage import S3Settings
 
+# A folder name has at most this many bytes on common filesystems (ext4, xfs, tmpfs).
+_MAX_FOLDER_BYTES = 255
+
+
+def folder_name(name: str) -> str:
+    """The folder of a database, schema or table name. Snowflake's quoted names may hold
+    any character, so the few a path would read as structure are %-encoded ("/", "\\",
+    "%", and a name that is "." or ".." or starts with "."): no name can reach outside
+    its schema's folder or the warehouse, and every other name is its own folder."""
+    if not name or "\0" in name:
+        raise TableError(f"a database, schema or table name cannot be empty or hold a NUL "
+                         f"character ({name!r})")
+    folder = name.replace("%", "%25").replace("/", "%2F").replace("\\", "%5C")
+    if folder.startswith("."):
+        folder = "%2E" + folder[1:]
+    if len(folder.encode()) > _MAX_FOLDER_BYTES:
+        raise TableError(f"name {name[:40]!r}... is {len(name)} characters: a database, schema or table "
+                         f"name makes a folder of at most {_MAX_FOLDER_BYTES} bytes; choose a shorter one "
+                         f"(snowflake.topic2table.map for a topic's table)")
+    return folder
+
+
+def name_of_folder(folder: str) -> str:
+    """folder_name's inverse."""
+    from urllib.parse import unquote
+
+    return unquote(folder) if "%" in folder else folder
+
+
 # A table's bad records go, when there is no dead-letter queue, to its error table
 # `<TABLE>_ERRORS` beside it (ingest/bad_records.py).
 ERROR_TABLE_SUFFIX = "_ERRORS"
@@ -72,9 +101,17 @@ class Warehouse:
         for location in (self.location, *locations):
             self.storage_for(location).prepare_spark(spark, location)
 
+    def schema_path(self, database: str, schema: str, *parts: str) -> str:
+        """A location under a schema's folder (the names encoded by folder_name)."""
+        return self.path(folder_name(database), folder_name(schema), *parts)
+
+    def local_schema_dir(self, database: str, schema: str, *parts: str) -> Path:
+        """A local directory under a schema's folder (internal stages): see `root`."""
+        return self.root.joinpath(folder_name(database), folder_name(schema), *parts)
+
     def table(self, database: str, schema: str, name: str) -> TableRef:
         """The table DATABASE.SCHEMA.NAME (names as stored: already normalized)."""
-        return TableRef(database, schema, name, self.path(database, schema, name))
+        return TableRef(database, schema, name, self.schema_path(database, schema, folder_name(name)))
 
     def is_table(self, ref: TableRef) -> bool:
         """True when the table's Delta log exists."""
@@ -90,14 +127,14 @@ class Warehouse:
         for db in self._subdirs(self.location):
             for schema in self._subdirs(self.path(db)):
                 for table in self._subdirs(self.path(db, schema)):
-                    ref = self.table(db, schema, table)
+                    ref = self.table(name_of_folder(db), name_of_folder(schema), name_of_folder(table))
                     if self.is_table(ref):  # one small request on S3, however many files
                         found.append(ref)
         return sorted(found, key=lambda t: t.full_name)
 
     def schemas(self) -> list[tuple[str, str]]:
         """(database, schema) of every schema folder, sorted."""
-        return [(db, schema) for db in self._subdirs(self.location)
+        return [(name_of_folder(db), name_of_folder(schema)) for db in self._subdirs(self.location)
                 for schema in self._subdirs(self.path(db))]
 
     def _subdirs(self, location: str) -> list[str]:

@@ -102,7 +102,7 @@ def needed(warehouse: Warehouse) -> bool:
 def record_location(warehouse: Warehouse, ref: TableRef) -> str:
     from urllib.parse import quote
 
-    return warehouse.path(ref.database, ref.schema, OWNERS_DIR, quote(ref.name, safe="") + ".json")
+    return warehouse.schema_path(ref.database, ref.schema, OWNERS_DIR, quote(ref.name, safe="") + ".json")
 
 
 def _now_ms() -> int:

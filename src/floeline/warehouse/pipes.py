@@ -94,7 +94,7 @@ def default_pipe_name(table: str) -> str:
 
 def _file(warehouse: Warehouse, database: str, schema: str, kind: str, name: str) -> str:
     folder = PIPES_DIR if kind == "pipe" else INTERACTIVE_DIR
-    return warehouse.path(database, schema, folder, quote(name, safe="") + ".json")
+    return warehouse.schema_path(database, schema, folder, quote(name, safe="") + ".json")
 
 
 def save(warehouse: Warehouse, pipe: Pipe, database: str, schema: str) -> None:
@@ -116,10 +116,10 @@ def definition_files(warehouse: Warehouse, folder: str) -> list[tuple[str, str, 
     stages, file formats), sorted."""
     found = []
     for database, schema in warehouse.schemas():
-        where = warehouse.path(database, schema, folder)
+        where = warehouse.schema_path(database, schema, folder)
         for name in warehouse.storage.children(where)[1]:
             if name.endswith(".json") and not name.startswith("."):
-                found.append((database, schema, warehouse.path(database, schema, folder, name)))
+                found.append((database, schema, warehouse.schema_path(database, schema, folder, name)))
     return found
 
 

@@ -185,7 +185,7 @@ class S3Store:
 def store_for(warehouse: Warehouse, stage) -> StageStore:
     """The store of a stage (warehouse/stages.py's Stage), by its URL's scheme."""
     if stage.url is None:
-        return LocalStore(warehouse.root / stage.database / stage.schema / STAGE_FILES_DIR
+        return LocalStore(warehouse.local_schema_dir(stage.database, stage.schema, STAGE_FILES_DIR)
                           / quote(stage.name, safe=""))
     parsed = urlparse(stage.url)
     if parsed.scheme == "file":

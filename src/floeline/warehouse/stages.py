@@ -63,7 +63,7 @@ class Stage:
 
 
 def _definition(warehouse: Warehouse, database: str, schema: str, folder: str, name: str) -> str:
-    return warehouse.path(database, schema, folder, quote(name, safe="") + ".json")
+    return warehouse.schema_path(database, schema, folder, quote(name, safe="") + ".json")
 
 
 def save_stage(warehouse: Warehouse, stage: Stage) -> None:
