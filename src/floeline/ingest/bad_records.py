@@ -102,8 +102,8 @@ class BadRecords:
         else:
             count = self._write_error_table(bad, ref, committed_after)
             self._count(ref, "error_table", count)
-        if count == 0:
-            return frame.drop(error_column), 0
+        if count == 0:  # none, or all held already by the error table (a replayed batch)
+            return frame.where(f"{error_column} IS NULL").drop(error_column), 0
         report.errors += count
         report.errors_by_table[ref.name] = report.errors_by_table.get(ref.name, 0) + count
         self.row_errors[ref.full_name] = self.row_errors.get(ref.full_name, 0) + count
