@@ -166,6 +166,10 @@ def session_defaults() -> dict[str, str]:
         # must still commit: it carries the channels' new offsets.
         "spark.databricks.delta.skipRecordingEmptyCommits": "false",
         "spark.sql.streaming.stopTimeout": "60s",
+        # floeline's caches (a load's records: ingest/file_load.py; a general-path batch)
+        # live for one batch: encoding their columns (dictionary, run-length) cost more
+        # than it saved; COPY took 20-30 % less time without it in alternating runs.
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.ui.showConsoleProgress": "false",
         # Spark shows conf values and data source options (Kafka's kafka.sasl.jaas.config,
         # kafka.ssl.truststore.password) redacted where these match (secrets.py).
