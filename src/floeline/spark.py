@@ -2,7 +2,9 @@
 bench) gets the same jars and settings.
 
 Jars come through `spark.jars.packages` (resolved by Spark's Ivy into its cache on
-first use; `floeline setup` pre-fetches them). Two wrinkles, both measured here:
+first use; `floeline setup` pre-fetches them). The jars a resolution gave are listed in
+floeline's cache, and later starts pass them as spark.jars while they are all still in
+Ivy's cache, which skips Ivy's resolution (seconds at every start). Two wrinkles, both measured here:
 - spark-token-provider-kafka-0-10 is published only as 4.0.0 on the Maven Central
   copy this project can reach, so the 4.2.0 one the Kafka source depends on is
   excluded (Ivy's exclude drops every version, so 4.0.0 cannot ride along in
@@ -25,6 +27,7 @@ Two ways a session starts:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import sys
@@ -186,12 +189,14 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
     """The settings of a session this process launches itself (`floeline run`, sql,
     tests): the master, the jars (fetched or built here when set-up has not, see the
     module's doc), no UI, and for a local master the driver on 127.0.0.1."""
+    resolved = resolved_package_jars()
+    packages = {} if resolved else {"spark.jars.packages": ",".join(PACKAGES),
+                                    "spark.jars.excludes": ",".join(EXCLUDES)}
     conf = {
         "spark.master": master,
-        "spark.jars.packages": ",".join(PACKAGES),
-        "spark.jars.excludes": ",".join(EXCLUDES),
+        **packages,
         "spark.jars": ",".join([str(token_provider_jar())] + [str(j) for j in s3a_jars()]
-                               + _floeline_jar()),
+                               + _floeline_jar() + (resolved or [])),
         **session_defaults(),
         "spark.driver.memory": driver_memory(),
         "spark.ui.enabled": "false",
@@ -202,6 +207,41 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
     return conf
+
+
+def _packages_record() -> Path:
+    """Where the jars Ivy resolved for PACKAGES are listed, one path per line (named by
+    PACKAGES and EXCLUDES: a version change resolves again)."""
+    from floeline.devkafka import cache_dir
+
+    key = hashlib.sha1(",".join(PACKAGES + EXCLUDES).encode()).hexdigest()[:12]
+    return cache_dir() / "spark-jars" / f"packages-{key}.txt"
+
+
+def resolved_package_jars() -> list[str] | None:
+    """The jars an earlier start's Ivy resolution of PACKAGES gave, when every one is
+    still in Ivy's cache; None otherwise (Spark resolves PACKAGES then). Passing them as
+    spark.jars skips Ivy's resolution at every start: 1-2 s on a quiet machine, up to
+    19 s on a loaded one (its reports in spark-driver.log)."""
+    record = _packages_record()
+    if not record.exists():
+        return None
+    jars = [line for line in record.read_text().splitlines() if line]
+    return jars if jars and all(Path(jar).is_file() for jar in jars) else None
+
+
+def _record_package_jars(conf) -> None:
+    """After a start that resolved PACKAGES, list the jars Ivy gave (spark-submit puts
+    them in spark.submit.pyFiles too) for the next start."""
+    if not conf.contains("spark.jars.packages"):
+        return
+    jars = [jar for jar in conf.get("spark.submit.pyFiles", "").split(",") if jar.endswith(".jar")]
+    if jars and all(Path(jar).is_file() for jar in jars):
+        record = _packages_record()
+        record.parent.mkdir(parents=True, exist_ok=True)
+        partial = record.with_suffix(".tmp")
+        partial.write_text("\n".join(jars) + "\n")
+        partial.replace(record)
 
 
 _session = None
@@ -275,7 +315,9 @@ def _local_session(master: str):
         builder = builder.config(key, value)
     with _jvm_stderr_to_log():
         _launch_jvm_in_own_session(settings)
-        return builder.getOrCreate()
+        session = builder.getOrCreate()
+    _record_package_jars(session.sparkContext.getConf())
+    return session
 
 
 def _submitted_session():

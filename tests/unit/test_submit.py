@@ -100,3 +100,31 @@ def test_local_runs_bind_the_driver_to_loopback_and_a_cluster_master_does_not(se
                 "spark.jars.packages", "spark.driver.memory"):
         assert key not in spark.session_defaults()
     assert spark.session_defaults()["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+
+
+class _Conf(dict):
+    """SparkConf's contains/get over a dict (what a started session's conf answers)."""
+
+    def contains(self, key):
+        return key in self
+
+
+def test_a_start_that_resolved_packages_lets_the_next_skip_ivy(set_up, tmp_path):
+    ivy = [tmp_path / "ivy" / "io.delta_delta-spark_4.2_2.13-4.4.0.jar",
+           tmp_path / "ivy" / "org.apache.kafka_kafka-clients-3.9.2.jar"]
+    ivy[0].parent.mkdir()
+    for jar in ivy:
+        jar.touch()
+    first = spark.spark_conf()
+    assert first["spark.jars.packages"] == ",".join(spark.PACKAGES)
+    # what spark-submit reports after resolving (the package jars, in spark.submit.pyFiles)
+    spark._record_package_jars(_Conf({"spark.jars.packages": first["spark.jars.packages"],
+                                      "spark.submit.pyFiles": ",".join(map(str, ivy))}))
+    second = spark.spark_conf()
+    assert "spark.jars.packages" not in second and "spark.jars.excludes" not in second
+    assert second["spark.jars"].split(",")[-2:] == [str(j) for j in ivy]
+    # a start given the listed jars records nothing new; a jar gone from Ivy's cache
+    # (cleaned, or another version) makes the next start resolve again
+    spark._record_package_jars(_Conf({"spark.jars": second["spark.jars"]}))
+    ivy[1].unlink()
+    assert spark.spark_conf()["spark.jars.packages"] == ",".join(spark.PACKAGES)
