@@ -35,7 +35,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from floeline import jvm
+from floeline import jvm, startup
 from floeline.errors import SetupError, SetupMissing
 from floeline.secrets import SECRET_KEY_REGEX
 
@@ -296,7 +296,9 @@ def get_spark(master: str = "local[2]"):
     `master` is ignored: the session takes the one spark-submit was given."""
     global _session
     if _session is None:
+        startup.mark("spark start")
         _session = _submitted_session() if under_spark_submit() else _local_session(master)
+        startup.mark("spark ready")
         _session.sparkContext.setLogLevel(os.environ.get("FLOELINE_SPARK_LOG_LEVEL", "ERROR"))
     return _session
 
@@ -310,6 +312,7 @@ def _local_session(master: str):
         os.environ["PYSPARK_PYTHON"] = sys.executable
 
     settings = spark_conf(master)
+    startup.note("jars", "resolved by Ivy" if "spark.jars.packages" in settings else "listed, Ivy skipped")
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)

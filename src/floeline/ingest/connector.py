@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from floeline import retry
+from floeline import retry, startup
 from floeline.config import ConnectorConfig
 from floeline.errors import FloelineError, QueryError, ServiceUnavailable, storage_full
 from floeline.ingest.general import run_general_batch
@@ -191,6 +191,7 @@ class Connector:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{self.config.flush_time_s} seconds")
+        startup.mark("query start")
         query = writer.start()
         self._state = "active"
         self.metrics.query_active(True)
@@ -253,6 +254,7 @@ class Connector:
 
     def process_batch(self, batch, batch_id: int) -> BatchReport:
         started = time.time()
+        startup.mark("first batch", started)
         df = self.source.normalize(batch)
         bounds = batch_range(self.pipeline, batch_id)
         finished: set[str] = set()
@@ -293,6 +295,10 @@ class Connector:
         self.metrics.committed(report, positions if report.records_read else {})
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
+        if report.records_read:
+            first = startup.summary(time.time())
+            if first is not None:
+                print(first, file=self.out, flush=True)
         return report
 
 

@@ -32,6 +32,7 @@ import functools
 import json
 from dataclasses import dataclass
 
+from floeline import startup
 from floeline.errors import TableError
 from floeline.records.content import quote_column, sql_string
 from floeline.warehouse.catalog import TableRef
@@ -182,10 +183,11 @@ def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = 
     declared = {c.name: c.declared for c in columns if c.declared}
     types = f", '{DECLARED_TYPES_PROPERTY}'={sql_string(json.dumps(declared))}" if declared else ""
     compact = f", '{AUTO_COMPACT_PROPERTY}'='true'" if auto_compact else ""
-    _run(spark, ref,
-         f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta "
-         f"TBLPROPERTIES ({mapping}{defaults}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}'"
-         f"{types}{compact})")
+    with startup.span("table creation"):
+        _run(spark, ref,
+             f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta "
+             f"TBLPROPERTIES ({mapping}{defaults}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}'"
+             f"{types}{compact})")
 
 
 def needs_column_mapping(names) -> bool:

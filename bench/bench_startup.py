@@ -1,0 +1,86 @@
+"""Time to the first committed row as a user meets it (issue 12 item 7): a fresh
+`floeline run CONFIG --until-caught-up` process on a new topic holding 5 records (the
+demo's size), on a warm set-up (jars fetched, broker up), timed from launch, with the
+wait split into its parts by the connector's own first-commit line (floeline/startup.py):
+before Spark, Spark start (and whether Ivy resolved the jars), connector set-up, source
+planning, first batch (and table creation inside it).
+
+Same run baseline: `python -c "import pyspark; SparkSession...getOrCreate()"` with
+floeline's Spark settings, i.e. a bare Spark start with the same jars; it shows how much
+of the wait is Spark's own start on this machine.
+
+    .venv/bin/python bench/bench_startup.py [--runs 3]
+
+Last line: first_row_s=N spark_only_s=N parts: <the median run's first-commit line>.
+Goal: first_row_s <= 10 on a quiet machine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+from floeline import devkafka  # noqa: E402
+from floeline.sources.kafka import produce  # noqa: E402
+
+_FIRST = re.compile(r"first commit ([0-9.]+) s after launch: (.*)")
+_SPARK_ONLY = """
+import time
+from floeline import spark
+spark.get_spark().range(1).count()
+print(f"spark ready", flush=True)
+"""
+
+
+def one_run(bootstrap: str, work: str, i: int) -> tuple[float, str]:
+    topic = f"startup_{int(time.time())}_{i}"
+    devkafka.create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, [{"value": {"order_id": n, "customer": "x", "total": 1.5}} for n in range(5)])
+    config = os.path.join(work, f"startup{i}.properties")
+    with open(config, "w") as f:
+        f.write(f"name=startup{i}\ntopics={topic}\nbootstrap.servers={bootstrap}\n"
+                f"floeline.warehouse={os.path.join(work, 'warehouse')}\nbuffer.flush.time=1\n")
+    done = subprocess.run([sys.executable, "-m", "floeline.cli", "run", config, "--until-caught-up"],
+                          capture_output=True, text=True, timeout=900)
+    found = _FIRST.search(done.stdout)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"floeline run failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    print(found.group(0), flush=True)
+    return float(found.group(1)), found.group(2)
+
+
+def spark_only() -> float:
+    started = time.time()
+    subprocess.run([sys.executable, "-c", _SPARK_ONLY], check=True, capture_output=True, timeout=900,
+                   env={**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..", "src")})
+    return time.time() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    bootstrap = devkafka.start()
+    work = tempfile.mkdtemp(prefix="floeline-startup-")
+    one_run(bootstrap, work, -1)  # warm-up: the page cache, Ivy's record of the jars
+    firsts, bares = [], []
+    for i in range(args.runs):  # alternating with the baseline
+        firsts.append(one_run(bootstrap, work, i))
+        bares.append(spark_only())
+        print(f"spark only: {bares[-1]:.1f} s", flush=True)
+    median = sorted(firsts)[len(firsts) // 2]
+    load = os.getloadavg()[0]
+    print(f"first_row_s={median[0]:.1f} spark_only_s={statistics.median(bares):.1f} load={load:.1f} "
+          f"parts: {median[1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
