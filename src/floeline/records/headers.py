@@ -34,7 +34,7 @@ from typing import Any
 from floeline.errors import ConfigError
 from floeline.records import converters as conv
 from floeline.records.header_values import parse_header_text
-from floeline.records.record import Float32, shortest_float32
+from floeline.records.record import java_number_text
 
 SIMPLE_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
 HEADER_CONVERTERS = (SIMPLE_HEADER_CONVERTER, conv.STRING_CONVERTER, conv.BYTES_CONVERTER,
@@ -183,19 +183,10 @@ def java_text(value: Any) -> str:
 
 
 def _java_float(value: float) -> str:
-    """Java's Double.toString / Float.toString: plain between 10^-3 and 10^7, else
-    d.dddE±n; NaN and infinities as the connector's "NaN", "Inf", "-Inf"."""
+    """Java's Double.toString / Float.toString; NaN and infinities as the connector's
+    "NaN", "Inf", "-Inf"."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
         return "Inf" if value > 0 else "-Inf"
-    if value == 0:
-        return "-0.0" if math.copysign(1, value) < 0 else "0.0"
-    shortest = shortest_float32(value) if isinstance(value, Float32) else value
-    number = decimal.Decimal(repr(shortest))
-    if 1e-3 <= abs(value) < 1e7:
-        text = format(number, "f")
-        return text if "." in text else text + ".0"
-    sign, digits, _exp = number.normalize().as_tuple()
-    mantissa = str(digits[0]) + "." + ("".join(map(str, digits[1:])) or "0")
-    return ("-" if sign else "") + f"{mantissa}E{number.adjusted()}"
+    return java_number_text(value)

@@ -57,3 +57,24 @@ def shortest_float32(value: float) -> float:
         if round_to_float32(shortest) == value:
             return shortest
     return value
+
+
+def java_number_text(number: float) -> str:
+    """Java's Double.toString of a finite number (Float.toString of a Float32: its
+    shortest single-precision digits), as Kafka Connect prints one: plain for
+    1e-3 <= |x| < 1e7, else like 1.0E10. NaN and infinities are each caller's: Java
+    and the connector spell them differently."""
+    from decimal import Decimal
+
+    if number == 0:
+        return "-0.0" if math.copysign(1, number) < 0 else "0.0"
+    shortest = shortest_float32(number) if isinstance(number, Float32) else float(number)
+    sign, digits, exponent = Decimal(repr(shortest)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    exponent += len(digits) - len(text)
+    magnitude = len(text) - 1 + exponent  # power of ten of the first digit
+    prefix = "-" if sign else ""
+    if -3 <= magnitude < 7:
+        plain = f"{Decimal((0, tuple(map(int, text)), exponent)):f}"
+        return prefix + (plain if "." in plain else plain + ".0")
+    return f"{prefix}{text[0]}.{text[1:] or '0'}E{magnitude}"

@@ -35,7 +35,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from floeline.errors import ConfigError, TransformError
-from floeline.records.record import Record
+from floeline.records.record import Record, java_number_text
 
 __all__ = ["TransformChain", "transform_chain", "SUPPORTED_TRANSFORMS", "SUPPORTED_PREDICATES"]
 
@@ -678,22 +678,12 @@ def _java_string(value: Any) -> str:
 
 
 def _java_double_str(number: float) -> str:
-    """Double.toString: plain notation for 1e-3 <= |x| < 1e7, else like 1.0E10."""
+    """Double.toString, NaN and infinities included."""
     if math.isnan(number):
         return "NaN"
     if math.isinf(number):
         return "Infinity" if number > 0 else "-Infinity"
-    if number == 0:
-        return "-0.0" if math.copysign(1, number) < 0 else "0.0"
-    sign, digits, exponent = Decimal(repr(number)).as_tuple()
-    text = "".join(map(str, digits)).rstrip("0") or "0"
-    exponent += len(digits) - len(text)
-    magnitude = len(text) - 1 + exponent  # power of ten of the first digit
-    prefix = "-" if sign else ""
-    if -3 <= magnitude < 7:
-        plain = f"{Decimal((0, tuple(map(int, text)), exponent)):f}"
-        return prefix + (plain if "." in plain else plain + ".0")
-    return f"{prefix}{text[0]}.{text[1:] or '0'}E{magnitude}"
+    return java_number_text(number)
 
 
 class Flatten(_Side):
