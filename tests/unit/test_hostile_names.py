@@ -12,7 +12,7 @@ from floeline.config import config_from_dict
 from floeline.errors import ConfigError, TableError
 from floeline.warehouse.catalog import Warehouse, folder_name, name_of_folder
 
-HOSTILE = ["..", ".", "../../etc", "a/b", "/abs", "x\\y", "%2F", ".hidden", "`; DROP TABLE t; --",
+HOSTILE = ["..", ".", "../../etc", "a/b", "/abs", "x\\y", "%2F", ".hidden", "_stages", "`; DROP TABLE t; --",
            "'quoted'", '"dq"', "ünï €", "a" * 200]
 
 
@@ -32,9 +32,12 @@ def test_a_hostile_name_stays_in_its_schema_folder_and_reads_back(tmp_path, name
 
 def test_listed_tables_read_back_their_names(tmp_path):
     warehouse = Warehouse(tmp_path / "wh")
-    for name in ("a/b", "..", "50%"):
+    names = ["a/b", "..", "50%", "_STAGES", "_private"]
+    for name in names:
         os.makedirs(os.path.join(warehouse.table("DB", "PUBLIC", name).path, "_delta_log"))
-    assert sorted(t.name for t in warehouse.list_tables()) == sorted(["a/b", "..", "50%"])
+    # a table named as one of floeline's own folders is not that folder, and is listed
+    assert not os.path.exists(warehouse.schema_path("DB", "PUBLIC", "_STAGES"))
+    assert sorted(t.name for t in warehouse.list_tables()) == sorted(names)
     assert warehouse.resolve(['a/b'], [True]).name == "a/b"
 
 

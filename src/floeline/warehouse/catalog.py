@@ -21,14 +21,18 @@ _MAX_FOLDER_BYTES = 255
 def folder_name(name: str) -> str:
     """The folder of a database, schema or table name. Snowflake's quoted names may hold
     any character, so the few a path would read as structure are %-encoded ("/", "\\",
-    "%", and a name that is "." or ".." or starts with "."): no name can reach outside
-    its schema's folder or the warehouse, and every other name is its own folder."""
+    "%", and a name that is "." or ".." or starts with "." or "_"): no name can reach
+    outside its schema's folder or the warehouse or be one of floeline's own folders
+    (_stages, _pipes, _checkpoints: a table named _STAGES is the folder %5FSTAGES), and
+    every other name is its own folder."""
     if not name or "\0" in name:
         raise TableError(f"a database, schema or table name cannot be empty or hold a NUL "
                          f"character ({name!r})")
     folder = name.replace("%", "%25").replace("/", "%2F").replace("\\", "%5C")
     if folder.startswith("."):
         folder = "%2E" + folder[1:]
+    elif folder.startswith("_"):  # floeline's own folders (_stages, _checkpoints) start so
+        folder = "%5F" + folder[1:]
     if len(folder.encode()) > _MAX_FOLDER_BYTES:
         raise TableError(f"name {name[:40]!r}... is {len(name)} characters: a database, schema or table "
                          f"name makes a folder of at most {_MAX_FOLDER_BYTES} bytes; choose a shorter one "
