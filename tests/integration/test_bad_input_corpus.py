@@ -98,7 +98,7 @@ def _expected_status(loaded: int, row_errors: int, whole: bool) -> str:
     return "PARTIALLY_LOADED" if row_errors else "LOADED"
 
 
-def _file_destination(loaded: int, row_errors: int, whole: bool) -> str:
+def _file_destination(row_errors: int, whole: bool) -> str:
     """Where a file kind's bad records go (its good ones land)."""
     return "skipped" if whole else "row errors" if row_errors else "landed"
 
@@ -165,14 +165,14 @@ def test_file_corpus_copy_on_error_modes_and_a_pipe(spark, sql, wh, tmp_path):
             assert error in result["first_error"], (kind, result["first_error"])
         in_table = landed_per_file.get(name, 0) if stage != "sc" else None
         assert in_table in (None, loaded), (kind, in_table)
-        found[kind] = [_file_destination(loaded, row_errors, whole)]
+        found[kind] = [_file_destination(row_errors, whole)]
         produced += written
         landed += result["rows_loaded"]
         row_error_total += 0 if whole else result["errors_seen"]
         skipped += written if whole else 0
     assert sorted(csv_ns) == [40, 42, 43, 45, 49, 50, 51, 52]  # the BOM is not glued to 51
     assert_each_kind_where_expected(
-        [(k, _file_destination(lo, e, w)) for k, _s, _n, _d, _wr, lo, e, w, _x in FILE_CORPUS], found)
+        [(k, _file_destination(e, w)) for k, _s, _n, _d, _wr, _lo, e, w, _x in FILE_CORPUS], found)
     Accounting("files (COPY, ON_ERROR=CONTINUE)", len(FILE_CORPUS), produced, landed,
                error_table=row_error_total, skipped=skipped).check()
 
@@ -397,6 +397,8 @@ KINESIS_CORPUS = [
     ("a whitespace-only record: a tombstone, IGNOREd", "skipped", b" \n", 1, None),
     ("duplicate keys (the last wins)", "landed", b'{"n": 9, "s": "a", "s": "b"}', 1,
      lambda rows: rows[0]["S"] == "b"),
+    ("text after the JSON (ignored, as for Kafka)", "landed", b'{"n": 10}{"n": 11} xx', 1,
+     lambda rows: int(rows[0]["N"]) == 10),
     # The KCL reads data with a wrong MD5, or a protobuf that does not parse, as an
     # ordinary record: here one that is not UTF-8 JSON, so a bad record kept whole.
     ("KPL aggregate with a wrong MD5", "error table", _kpl_bad_md5(), 1, "UTF-8"),
