@@ -14,6 +14,7 @@ import pytest
 from floeline import devkafka
 from floeline.errors import RecordError
 from floeline.sources.kafka import produce
+from bad_input import Accounting
 from records_io import consume_all, headers_of
 
 pytestmark = pytest.mark.integration
@@ -85,7 +86,8 @@ def test_json_corpus_with_dlq(kafka, topic_name, make_config, run_connector, rea
     to_dlq = [c for c in JSON_CORPUS if c[2] == "dlq"]
     dlq_records = consume_all(kafka, dlq, len(to_dlq))
     produced = 1 + len(corpus)
-    assert produced == len(rows) + len(dlq_records) + 0  # nothing skipped by a rule here
+    # Nothing skipped by a rule here.
+    Accounting("kafka (JSON, DLQ)", len(JSON_CORPUS), produced, len(rows), dlq=len(dlq_records)).check()
     assert len(dlq_records) == len(to_dlq)
     assert connector.reports[-1].errors == len(to_dlq)
     assert connector.reports[-1].errors_by_table == {topic.upper(): len(to_dlq)}
@@ -129,7 +131,8 @@ def test_json_corpus_without_dlq_goes_to_the_error_table(kafka, topic_name, make
     errors = read_table(topic.upper() + "_ERRORS")
     error_rows = errors.collect()
     skipped = 3  # the tombstones (null, empty, blank), by behavior.on.null.values=IGNORE
-    assert 1 + len(corpus) == rows + len(error_rows) + skipped
+    Accounting("kafka (JSON, error table)", len(JSON_CORPUS), 1 + len(corpus), rows,
+               error_table=len(error_rows), skipped=skipped).check()
     assert len(error_rows) == len([c for c in JSON_CORPUS if c[2] == "dlq"])
     bad = {int(r["RECORD_POSITION"]): r for r in error_rows}
     malformed = bad[1]

@@ -126,3 +126,17 @@ def test_record_columns_split_lines_that_touch_as_separate_records():
     never inside a value) are two records by lines: each a row error of its own line."""
     columns = record_columns(b'{"a":{"b":1}\n{"c":2}}\n', "f.json", JSON)
     assert columns.line.to_pylist() == [1, 2] and columns.value.to_pylist() == ['{"a":{"b":1}', '{"c":2}}']
+
+
+def test_garbage_between_two_objects_on_a_line_is_a_row_error_on_both_splitters():
+    """Spark's parse_json reads the first value of a text and ignores the rest, so a
+    line "{..}xx{..}" taken whole would load its first object and drop the second
+    without an error. Both splitters decode such a line value by value instead."""
+    data = b'{"n":8}xx{"n":9}\n{"n":10}\n'
+    records = list(read_records(data, "f.json", JSON))
+    assert [(r.line, r.value) for r in records] == [(1, '{"n":8}'), (1, None), (2, '{"n":10}')]
+    assert records[1].error.startswith("invalid JSON at line 1, column 8")
+    columns = record_columns(data, "f.json", JSON)
+    assert columns.value.to_pylist() == ['{"n":8}', None, '{"n":10}']
+    # A "}" followed by text inside a string is still one record (on the exact road).
+    assert [r.value for r in read_records(b'{"s":"a}b"}\n', "f.json", JSON)] == ['{"s":"a}b"}']

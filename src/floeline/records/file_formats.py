@@ -175,8 +175,8 @@ def record_columns(data: bytes, name: str, fmt: FileFormat) -> RecordColumns:
 
 def _object_lines(data: bytes):
     """(line numbers, values) when every line of the UTF-8 text that is not blank is, by
-    its first and last characters, one JSON object and no two values touch on a line
-    ("}{", "} {", "]["); else None. Such a line is one record (Spark's parse_json checks
+    its first and last characters, one JSON object and no bracket is followed by a
+    second value or garbage ("}{", "} {", "}xx{"); else None. Such a line is one record (Spark's parse_json checks
     it: one that is not valid JSON is a row error with its line). Lines starting with
     "{" and ending with "}" cannot be parts of one multi-line value: inside a value "}"
     is never followed by "{"."""
@@ -194,7 +194,7 @@ def _object_lines(data: bytes):
     values = lines.take(numbers)
     if len(values) and not (pc.all(pc.starts_with(values, "{")).as_py()
                             and pc.all(pc.ends_with(values, "}")).as_py()
-                            and not pc.any(pc.match_substring_regex(values, _TWO_VALUES.pattern)).as_py()):
+                            and not pc.any(pc.match_substring_regex(values, _AFTER_A_VALUE.pattern)).as_py()):
         return None
     return pc.add(numbers.cast(pa.int64()), 1), values.cast(pa.string())
 
@@ -244,8 +244,12 @@ def _utf8_checked(records: Iterator[FileRecord]) -> Iterator[FileRecord]:
 _DECODER = json.JSONDecoder()
 
 
-# Two values on one line ("}{", "} {", "][", ...): Firehose's concatenated records.
-_TWO_VALUES = re.compile(r"[}\]]\s*[{\[]")
+# A closing bracket followed by anything but blanks, ",", "}" or "]": outside a string
+# that is a second value on the line ("}{", "} {", "][": Firehose's concatenated
+# records) or garbage after a value ("}xx{"). Spark's parse_json reads the first value
+# of a text and ignores what follows, so such a line must be split value by value (a
+# string holding "}x" only sends its line down that slower, exact road).
+_AFTER_A_VALUE = re.compile(r"[}\]]\s*[^\s,}\]]")
 
 
 def _one_object_line(line: str) -> bool:
@@ -256,11 +260,7 @@ def _one_object_line(line: str) -> bool:
     if line[0] != "{" or line[-1] != "}" or line.count("{") != line.count("}") or \
             line.count("[") != line.count("]"):
         return False
-    if "}{" in line or "][" in line or "}[" in line or "]{" in line:
-        return False
-    # Values apart by blanks: the pattern only where a bracket is followed by one.
-    spaced = "} " in line or "}\t" in line or "] " in line or "]\t" in line
-    return not spaced or _TWO_VALUES.search(line) is None
+    return _AFTER_A_VALUE.search(line) is None
 
 
 def _json_records(text: str) -> Iterator[FileRecord]:
