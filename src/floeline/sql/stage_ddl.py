@@ -20,6 +20,7 @@ from floeline.records.file_formats import FileFormat, FileFormatError
 from floeline.sql.statements import Name, table_name
 from floeline.warehouse import stages
 from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse.stage_paths import inside_stage
 
 _STAGE_PROPERTIES = ("URL", "ENDPOINT", "CREDENTIALS", "FILE_FORMAT", "COMMENT")
 
@@ -98,7 +99,8 @@ def parse_stage_ref(text: str) -> StageRef:
         quoted.append(False)
     if not all(parts) or len(parts) > 3:
         raise SqlError(f"{text}: not a stage name (@stage, @schema.stage or @db.schema.stage)")
-    return StageRef(Name(tuple(parts), tuple(quoted)), body[i + 1:] if i < len(body) else "")
+    path = body[i + 1:] if i < len(body) else ""
+    return StageRef(Name(tuple(parts), tuple(quoted)), inside_stage(path, "@" + body[:i]))
 
 
 class StageDdl:
