@@ -16,6 +16,7 @@ from typing import Protocol
 from urllib.parse import quote, unquote, urlparse
 
 from floeline.errors import SqlError
+from floeline.warehouse import s3a_buckets
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.stage_paths import inside_stage
 from floeline.warehouse.storage import s3a_bucket_settings
@@ -101,7 +102,9 @@ class S3Store:
     """A prefix of an S3 bucket: listed with boto3, read by Spark as s3a://bucket/key.
     The stage's credentials (or the default chain) and ENDPOINT go to s3a as settings
     of that bucket only (fs.s3a.bucket.<bucket>.*), so stages on different stores can
-    be read by one Spark session."""
+    be read by one Spark session; two on one bucket need the same ones (s3a_buckets.py).
+    Only keys under the prefix are listed, and a key with a `.` or `..` segment (which
+    s3a would normalize to another key) is left out, as hidden files are."""
 
     def __init__(self, url: str, credentials: dict[str, str], endpoint: str | None, stage: str = ""):
         self.stage = stage or url
@@ -191,9 +194,9 @@ class S3Store:
                                    self.credentials.get("AWS_TOKEN"))
 
     def prepare_spark(self, spark) -> None:
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        for key, value in self.hadoop_settings().items():
-            conf.set(key, value)
+        """The bucket's s3a settings, claimed for this stage (s3a_buckets.py: another
+        stage with other credentials on the same bucket is refused, not shared)."""
+        s3a_buckets.claim(spark, self.bucket, self.hadoop_settings(), f"stage {self.stage}")
 
 
 def store_for(warehouse: Warehouse, stage) -> StageStore:
@@ -223,11 +226,11 @@ def reader_for(stage):
     """A function reading a listed file of the stage (StagedFile -> bytes) on the
     driver: small loads read their files there, without a Spark job."""
     if is_s3(stage):
-        return S3Store(stage.url, stage.credentials, stage.endpoint).read
+        return S3Store(stage.url, stage.credentials, stage.endpoint, stage.full_name).read
     return lambda f: Path(unquote(urlparse(f.location).path)).read_bytes()
 
 
 def prepare_spark(spark, stage) -> None:
     """Let `spark` read the stage's locations (nothing to do for local stages)."""
     if is_s3(stage):
-        S3Store(stage.url, stage.credentials, stage.endpoint).prepare_spark(spark)
+        S3Store(stage.url, stage.credentials, stage.endpoint, stage.full_name).prepare_spark(spark)
