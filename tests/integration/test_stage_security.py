@@ -182,3 +182,27 @@ def test_two_stages_on_one_bucket_with_other_credentials_are_refused_for_spark_r
     # The same credentials share the bucket's client: a second stage with them loads.
     assert [r["file"] for r in sql("COPY INTO t FROM @stage_a2 FILES=('big.json')")] == ["big.json"]
     assert rows_of(spark, wh, "T") == [1, 2, *range(100, 900), *range(1000, 1800)]
+
+
+def test_s3_stage_credentials_by_reference(sql, wh, aws, bucket, tmp_path, monkeypatch):
+    """${env:NAME} / ${file:path:key}: the definition holds the reference, the load
+    reads the value in the process that runs it."""
+    s3 = aws.client("s3")
+    s3.put_object(Bucket=bucket, Key="in/a.json", Body=b'{"n": 1}\n')
+    props = tmp_path / "aws.properties"
+    props.write_text("aws.token=file-token-" + uuid.uuid4().hex + "\n")
+    monkeypatch.delenv("FLOELINE_TEST_STAGE_SECRET", raising=False)
+    sql(f"""CREATE TABLE t (v VARIANT);
+            CREATE STAGE refs URL='s3://{bucket}/in/' ENDPOINT='{aws.moto_endpoint}' FILE_FORMAT=(TYPE=JSON)
+              CREDENTIALS=(AWS_KEY_ID='AKIDREF' AWS_SECRET_KEY='${{env:FLOELINE_TEST_STAGE_SECRET}}'
+                           AWS_TOKEN='${{file:{props}:aws.token}}')""")
+    described = {r["property"]: r["property_value"] for r in sql("DESCRIBE STAGE refs")}
+    assert described["AWS_SECRET_KEY"] == "${env:FLOELINE_TEST_STAGE_SECRET}"
+    with pytest.raises(SqlError, match="stage FLOELINE.PUBLIC.REFS CREDENTIALS AWS_SECRET_KEY refers to the "
+                                       "environment variable FLOELINE_TEST_STAGE_SECRET"):
+        sql("COPY INTO t FROM @refs")
+    secret = "env-secret-" + uuid.uuid4().hex
+    monkeypatch.setenv("FLOELINE_TEST_STAGE_SECRET", secret)
+    assert [r["file"] for r in sql("COPY INTO t FROM @refs")] == ["a.json"]
+    assert not (wh.root / "_secrets").exists()
+    assert not any(secret.encode() in p.read_bytes() for p in wh.root.rglob("*") if p.is_file())

@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 from sqlglot import exp
 
+from floeline import secret_references
 from floeline.errors import SqlError
 from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.records.file_formats import FileFormat, FileFormatError
@@ -167,6 +168,8 @@ class StageDdl:
         if unknown:
             raise SqlError(f"CREDENTIALS {', '.join(sorted(unknown))} not supported "
                            f"(AWS_KEY_ID, AWS_SECRET_KEY, AWS_TOKEN)")
+        for key, value in credentials.items():
+            secret_references.check(value, f"stage {database}.{schema}.{name} CREDENTIALS {key}")
         stage = stages.Stage(name, database, schema, url, credentials, endpoint, file_format, comment)
         stages.resolve_format(self.warehouse, stage, None, database, schema)  # checks the options
         existing = stages.load_stage(self.warehouse, database, schema, name)

@@ -208,7 +208,7 @@ def store_for(warehouse: Warehouse, stage) -> StageStore:
     if parsed.scheme == "file":
         return LocalStore(Path(unquote(parsed.path)), stage.full_name)
     if is_s3(stage):
-        return S3Store(stage.url, stage.credentials, stage.endpoint, stage.full_name)
+        return S3Store(stage.url, stage.resolved_credentials(), stage.endpoint, stage.full_name)
     raise SqlError(f"stage {stage.full_name}: {parsed.scheme}:// stages are not supported "
                    f"(file://, s3:// and internal stages are)")
 
@@ -226,11 +226,11 @@ def reader_for(stage):
     """A function reading a listed file of the stage (StagedFile -> bytes) on the
     driver: small loads read their files there, without a Spark job."""
     if is_s3(stage):
-        return S3Store(stage.url, stage.credentials, stage.endpoint, stage.full_name).read
+        return S3Store(stage.url, stage.resolved_credentials(), stage.endpoint, stage.full_name).read
     return lambda f: Path(unquote(urlparse(f.location).path)).read_bytes()
 
 
 def prepare_spark(spark, stage) -> None:
     """Let `spark` read the stage's locations (nothing to do for local stages)."""
     if is_s3(stage):
-        S3Store(stage.url, stage.credentials, stage.endpoint, stage.full_name).prepare_spark(spark)
+        S3Store(stage.url, stage.resolved_credentials(), stage.endpoint, stage.full_name).prepare_spark(spark)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from urllib.parse import quote
 
 from floeline.errors import SqlError
+from floeline.secret_references import is_reference, resolve
 from floeline.secrets import remember
 from floeline.records.file_formats import FileFormat, FileFormatError
 from floeline.warehouse import secret_store
@@ -56,17 +57,24 @@ class Stage:
 
     def masked(self) -> dict[str, str]:
         """The credentials as SHOW/DESCRIBE print them: secrets replaced."""
-        return {k: ("****" if k.upper() in SECRET_KEYS else v) for k, v in self.credentials.items()}
+        return {k: ("****" if k.upper() in SECRET_KEYS and not is_reference(v) else v)
+                for k, v in self.credentials.items()}
+
+    def resolved_credentials(self) -> dict[str, str]:
+        """The credentials to use: references (${env:NAME}, ${file:path:key}) read now."""
+        return {k: resolve(v, f"stage {self.full_name} CREDENTIALS {k}") for k, v in self.credentials.items()}
 
     def secret_credentials(self) -> dict[str, str]:
-        """The credentials that are secret (kept in the secrets store, not the definition)."""
-        return {k: v for k, v in self.credentials.items() if k.upper() in SECRET_KEYS}
+        """The credentials that are secret (kept in the secrets store, not the definition);
+        a reference (${env:NAME}, ${file:path:key}) is no secret and stays in the definition."""
+        return {k: v for k, v in self.credentials.items() if k.upper() in SECRET_KEYS and not is_reference(v)}
 
     def to_json(self) -> str:
         """The definition, without the secret credentials' values (only their names)."""
         data = asdict(self)
-        data["credentials"] = {k: v for k, v in self.credentials.items() if k.upper() not in SECRET_KEYS}
-        data["stored_secrets"] = sorted(self.secret_credentials())
+        kept = self.secret_credentials()
+        data["credentials"] = {k: v for k, v in self.credentials.items() if k not in kept}
+        data["stored_secrets"] = sorted(kept)
         return json.dumps({**data, "format": _FORMAT}, ensure_ascii=False, indent=1)
 
     @staticmethod
