@@ -98,3 +98,12 @@ def test_a_definition_whose_secrets_are_gone_names_the_fix(tmp_path):
     with pytest.raises(SqlError, match=r"stage DB\.SCH\.S3S: its secret credentials \(AWS_SECRET_KEY\) are not in "
                                        r"the warehouse's secrets store .*CREATE OR REPLACE STAGE"):
         stages.load_stage(wh, "DB", "SCH", "S3S")
+
+
+def test_a_failing_create_stage_never_quotes_its_secret():
+    from floeline.sql.statements import Statement
+
+    text = "CREATE STAGE s URL='ftp://b/' CREDENTIALS=(AWS_KEY_ID='AK' AWS_SECRET_KEY='sk-12345' AWS_TOKEN='t''x')"
+    message = str(Statement(text, text, 1).error("stage URL ..."))
+    assert "sk-12345" not in message and "t''x" not in message
+    assert "AWS_KEY_ID='AK' AWS_SECRET_KEY='****' AWS_TOKEN='****'" in message
