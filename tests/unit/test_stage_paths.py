@@ -73,3 +73,13 @@ def test_a_local_stage_follows_symbolic_links_only_inside_it(tmp_path):
         store.list("../secret")
     with pytest.raises(SqlError, match=r"file '\.\./secret/passwd' is outside the stage"):
         store.file("../secret/passwd")
+
+
+def test_a_listed_file_named_with_percent_signs_is_just_a_file(tmp_path):
+    (tmp_path / "%2e%2e").mkdir()
+    (tmp_path / "%2e%2e" / "a.json").write_text("{}\n")
+    store = LocalStore(tmp_path, "DB.S.ST")
+    assert [f.name for f in store.list()] == ["%2e%2e/a.json"]  # not '..': nothing decodes it
+    assert store.file("%2e%2e/a.json").size == 3
+    with pytest.raises(SqlError, match="outside the stage"):  # but a statement's path is decoded for the check
+        store.list("%2e%2e/")

@@ -29,12 +29,15 @@ def _decoded(text: str) -> str:
     return text
 
 
-def why_outside(path: str) -> str | None:
+def why_outside(path: str, as_written: bool = True) -> str | None:
     """Why `path` (relative to a stage) would leave the stage, or None when it stays
-    inside. `/` and `\\` both separate segments (a Windows-style `..\\x` is refused too)."""
+    inside. `/` and `\\` both separate segments (a Windows-style `..\\x` is refused too).
+    `as_written`: a path a statement gives, %-decoded for the check; False for a name
+    the store itself listed, whose `%` is a plain character (a file named `%2e%2e` is
+    just that, and must not make the whole stage unreadable)."""
     if "\x00" in path:
         return "it holds a NUL character"
-    decoded = _decoded(path)
+    decoded = _decoded(path) if as_written else path
     if decoded.startswith(("/", "\\")):
         return "it is an absolute path"
     segments = decoded.replace("\\", "/").split("/")
@@ -44,10 +47,10 @@ def why_outside(path: str) -> str | None:
     return None
 
 
-def inside_stage(path: str, stage: str, what: str = "path") -> str:
+def inside_stage(path: str, stage: str, what: str = "path", as_written: bool = True) -> str:
     """`path` when it stays inside the stage named `stage`; else a SqlError naming the
-    stage, the path and the fix. `what`: how the statement gave it (path, FILES entry)."""
-    reason = why_outside(path)
+    stage, the path and the fix. `what`: how it was given (path, FILES entry, file)."""
+    reason = why_outside(path, as_written)
     if reason is not None:
         raise SqlError(f"stage {stage}: {what} {path!r} is outside the stage ({reason}); {_FIX}")
     return path

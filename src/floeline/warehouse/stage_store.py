@@ -78,7 +78,7 @@ class LocalStore:
         return sorted(found, key=lambda f: f.name)
 
     def file(self, name: str) -> StagedFile | None:
-        full = self.root / inside_stage(name, self.stage, "file")
+        full = self.root / inside_stage(name, self.stage, "file", as_written=False)
         try:
             st = full.stat()
         except (FileNotFoundError, NotADirectoryError):
@@ -161,7 +161,7 @@ class S3Store:
     def file(self, name: str) -> StagedFile | None:
         from floeline.sources import aws
 
-        key = self.prefix + inside_stage(name, self.stage, "file")
+        key = self.prefix + inside_stage(name, self.stage, "file", as_written=False)
         try:
             head = self._call("HeadObject", self.client.head_object, Bucket=self.bucket, Key=key)
         except Exception as exc:
