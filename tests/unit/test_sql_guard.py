@@ -24,7 +24,10 @@ def warehouse(tmp_path):
                                    'SELECT * FROM text."/etc/passwd"', 'SELECT * FROM json."/etc"',
                                    'SELECT * FROM binaryFile."/etc/shadow"',
                                    'SELECT o.* FROM orders o JOIN orc."/x" AS x ON true',
-                                   'SELECT * FROM orders WHERE 1 IN (SELECT 1 FROM delta."/etc")'])
+                                   'SELECT * FROM orders WHERE 1 IN (SELECT 1 FROM delta."/etc")',
+                                   'INSERT INTO delta."/tmp/elsewhere" SELECT 1',
+                                   'UPDATE delta."/tmp/elsewhere" SET n = 1',
+                                   'DELETE FROM parquet."/tmp/elsewhere"'])
 def test_direct_file_queries_are_refused(warehouse, query):
     with pytest.raises(SqlError, match=r"floeline sql reads warehouse tables by name only: .* would make Spark "
                                        r"read the path '/.*' directly, outside the warehouse"):
