@@ -206,3 +206,26 @@ def test_s3_stage_credentials_by_reference(sql, wh, aws, bucket, tmp_path, monke
     assert [r["file"] for r in sql("COPY INTO t FROM @refs")] == ["a.json"]
     assert not (wh.root / "_secrets").exists()
     assert not any(secret.encode() in p.read_bytes() for p in wh.root.rglob("*") if p.is_file())
+
+
+def test_an_s3_warehouse_keeps_stage_secrets_under_its_secrets_prefix(aws, bucket):
+    """On an S3 warehouse the definitions and the secrets are separate objects: the
+    secret only under `<prefix>/_secrets/` (a bucket policy can keep that to the writers)."""
+    from floeline.warehouse import stages
+    from floeline.warehouse.catalog import Warehouse
+    from floeline.warehouse.storage import S3Settings
+
+    wh = Warehouse(f"s3a://{bucket}/wh", S3Settings.from_settings({
+        "floeline.warehouse.s3.endpoint": aws.moto_endpoint, "floeline.warehouse.s3.access.key.id": aws.access_key_id,
+        "floeline.warehouse.s3.secret.access.key": aws.secret_access_key}))
+    secret = "s3wh-secret-" + uuid.uuid4().hex
+    stage = stages.Stage("S3S", "FLOELINE", "PUBLIC", "s3://landing/in/", {"AWS_KEY_ID": "AK", "AWS_SECRET_KEY": secret})
+    stages.save_stage(wh, stage)
+    assert stages.load_stage(wh, "FLOELINE", "PUBLIC", "S3S") == stage
+    s3 = aws.client("s3")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="wh/")["Contents"]]
+    holding = [k for k in keys if secret.encode() in s3.get_object(Bucket=bucket, Key=k)["Body"].read()]
+    assert holding == ["wh/_secrets/FLOELINE/PUBLIC/_stages/S3S.json"]
+    assert "wh/FLOELINE/PUBLIC/_stages/S3S.json" in keys
+    assert stages.delete_stage(wh, "FLOELINE", "PUBLIC", "S3S")
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="wh/").get("KeyCount", 0) == 0

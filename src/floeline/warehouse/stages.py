@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from urllib.parse import quote
 
 from floeline.errors import SqlError
+from floeline.records.file_formats import FileFormat, FileFormatError
 from floeline.secret_references import is_reference, resolve
 from floeline.secrets import remember
-from floeline.records.file_formats import FileFormat, FileFormatError
 from floeline.warehouse import secret_store
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.pipes import definition_files
