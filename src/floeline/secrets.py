@@ -35,6 +35,15 @@ def remember_settings(settings) -> None:
     remember(*(v for k, v in settings.items() if is_secret_key(k)))
 
 
+_ASSIGNMENT = re.compile(r"""\b([\w.]+)(\s*=\s*)'((?:[^']|'')*)'""")
+
+
+def mask_assignments(text: str) -> str:
+    """SQL text with the value of every secret-keyed `KEY = 'value'` masked (a stage's
+    CREDENTIALS=(AWS_SECRET_KEY='...') quoted in an error message), keys kept."""
+    return _ASSIGNMENT.sub(lambda m: f"{m[1]}{m[2]}'{MASK}'" if is_secret_key(m[1]) else m[0], text)
+
+
 def scrub(text: str) -> str:
     """`text` with every remembered secret value replaced by ****."""
     for value in sorted(_known, key=len, reverse=True):

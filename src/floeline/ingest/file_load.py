@@ -62,13 +62,16 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
     # Spark's file sources skip empty files: they are loaded here, with no rows.
     empty = [{"file": f.name, "size": 0, "md5": EMPTY_MD5, "modified_ms": f.modified_ms, "parsed": 0,
               "errors": 0, "first": None} for f in files if f.size == 0]
-    stage_store.prepare_spark(spark, stage)
     nonempty = [f for f in files if f.size > 0]
     on_driver = read_on_driver(nonempty, fmt, stage_store.reader_for(stage))
     if on_driver is not None:  # small: row 0 is at hand, and the records are a local relation
         heads = on_driver.filter(pc.equal(on_driver["row"], 0)).select(list(_HEAD)).to_pylist()
         return load.run(spark.createDataFrame(on_driver, RECORDS_SCHEMA).selectExpr(*_RECORD_COLUMNS),
                         heads, empty)
+    # Read by Spark: an S3 stage's bucket settings go to s3a (refused when another stage
+    # on the bucket set others in this session); read on the driver above, boto3 uses
+    # the stage's own credentials.
+    stage_store.prepare_spark(spark, stage)
     # The files are read, split and parsed once; every job below starts from this (the
     # parsed value is kept: expressions over it, inlined by Spark's optimizer, would
     # parse each record again for every use). Kept deserialized, as DataFrame.cache()

@@ -221,7 +221,7 @@ class PipeService:
         queue = self.queues.get(name)
         if channel and (queue is None or queue.arn != channel):
             stage = stage_of(self.warehouse, pipe)
-            queue = self.queues[name] = s3_notifications.NotificationQueue(channel, stage.credentials,
+            queue = self.queues[name] = s3_notifications.NotificationQueue(channel, stage.resolved_credentials(),
                                                                            stage.endpoint)
         if queue is None:
             raise FloelineError(f"pipe {name} no longer has a notification channel")

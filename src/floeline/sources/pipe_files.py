@@ -202,7 +202,7 @@ class Discovery:
             return self._take(listed), []
         stage = stage_of(self.warehouse, pipe)
         if self.queue is None or self.queue.arn != channel:
-            self.queue = s3_notifications.NotificationQueue(channel, stage.credentials, stage.endpoint)
+            self.queue = s3_notifications.NotificationQueue(channel, stage.resolved_credentials(), stage.endpoint)
         # An idle queue is long-polled (whole seconds); a shorter poll sleeps instead.
         wait_s = int(self.poll_s) if wait else 0
         messages = self.queue.receive(wait_s=wait_s, max_messages=MAX_FILES_PER_BATCH)

@@ -32,6 +32,7 @@ from floeline.sql.statements import Name, Statement, select_item_texts, table_na
 from floeline.sql.transform import compile_stage_select
 from floeline.warehouse import load_history, stages, tables
 from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse.stage_paths import inside_stage
 from floeline.warehouse.pipes import Pipe, PipeColumn
 from floeline.warehouse.tables import TableSchema
 
@@ -99,6 +100,8 @@ def parse_copy(tree: exp.Copy) -> CopyStatement:
     files = params.get("FILES")
     if files is not None and not isinstance(files, list):
         files = [files]
+    for name in files or []:
+        inside_stage(str(name), "@" + ".".join(stage.name.parts), "FILES entry")
     force = params.get("FORCE", False)
     return CopyStatement(
         table=table_name(target), columns=columns, stage=stage, select=select,

@@ -378,7 +378,7 @@ class Ddl:
             # As Snowpipe: the pipe's own queue, for the bucket's ObjectCreated events.
             settings["notification_channel"] = s3_notifications.ensure_queue(
                 s3_notifications.queue_name(database, schema, name), stage_store.region(),
-                stage.credentials, stage.endpoint)
+                stage.resolved_credentials(), stage.endpoint)
         pipes.save(self.warehouse, pipes.Pipe(
             name=name, table=ref.name, kind="pipe", sql=parsed.statement.text,
             columns=compiled.columns if compiled is not None else (), database=ref.database,
@@ -448,7 +448,7 @@ class Ddl:
         if stage is None:
             return f" Its queue {channel} is left: its stage is gone (delete the queue with your AWS tools)."
         try:
-            s3_notifications.delete_queue(channel, stage.credentials, stage.endpoint)
+            s3_notifications.delete_queue(channel, stage.resolved_credentials(), stage.endpoint)
         except FloelineError as exc:
             return f" Its queue {channel} is left: {exc}"
         return ""

@@ -6,7 +6,9 @@ paths; Snowflake's variant access and functions (`record_metadata:topic`,
 `col:a.b::NUMBER`, `col['k']`, `col:arr[0]`, IFF, TO_NUMBER, ...) are compiled to
 Spark by floeline.sql.expressions; the rest is written out by sqlglot's Spark
 (Databricks) generator. Time travel: `VERSION AS OF n` / `TIMESTAMP AS OF t`, or
-Snowflake's `AT(VERSION => n)` / `AT(TIMESTAMP => t)`.
+Snowflake's `AT(VERSION => n)` / `AT(TIMESTAMP => t)`. Every table name must resolve
+in the warehouse: Spark's direct file queries (`delta."/path"`, `parquet."/x"`) and
+statements that reach paths are refused (sql/query_guard.py).
 
 `[...]` on a column is variant access (floeline stores OBJECT/ARRAY as VARIANT).
 
@@ -22,8 +24,9 @@ import json
 import sqlglot
 from sqlglot import exp
 
-from floeline.errors import SqlError
+from floeline.errors import SqlError, TableError
 from floeline.sql.expressions import SPARK_DIALECT, Compiler, Mode
+from floeline.sql.query_guard import check_statement, direct_file_error, is_direct_file_reference
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.tables import read_schema, stores_json
 
@@ -48,11 +51,16 @@ def translate_tree(tree: exp.Expression, warehouse: Warehouse, table_columns=Non
     parsed: list[list] = []  # the columns of each table to read through _parsed_view
     for table in list(tree.find_all(exp.Table)):
         parts = [p for p in (table.catalog, table.db, table.name) if p]
-        if not parts or (len(parts) == 1 and parts[0].upper() in ctes) or table.db == "delta":
+        if not parts or (len(parts) == 1 and parts[0].upper() in ctes):
             continue
         identifiers = [table.args.get(k) for k in ("catalog", "db", "this") if table.args.get(k)]
         quoted = [bool(getattr(i, "quoted", False)) for i in identifiers]
-        ref = warehouse.resolve(parts, quoted)
+        try:
+            ref = warehouse.resolve(parts, quoted)
+        except TableError:
+            if is_direct_file_reference(table):  # delta."/etc", parquet."/x": a path, not a table
+                raise direct_file_error(table) from None
+            raise
         alias = table.args.get("alias")
         replacement = exp.Table(this=exp.to_identifier(ref.path, quoted=True),
                                 db=exp.to_identifier("delta"))
@@ -119,6 +127,7 @@ def run_query(spark, tree: exp.Expression, warehouse: Warehouse):
     """A parsed query's result as a Spark DataFrame."""
     from floeline.sql.load_functions import expand_load_functions
 
+    check_statement(tree)
     spark_sql = translate_tree(expand_load_functions(spark, tree, warehouse), warehouse,
                                lambda ref: _columns(spark, ref))
     try:

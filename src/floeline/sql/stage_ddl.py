@@ -14,12 +14,14 @@ from urllib.parse import urlparse
 
 from sqlglot import exp
 
+from floeline import secret_references
 from floeline.errors import SqlError
 from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.records.file_formats import FileFormat, FileFormatError
 from floeline.sql.statements import Name, table_name
 from floeline.warehouse import stages
 from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse.stage_paths import inside_stage
 
 _STAGE_PROPERTIES = ("URL", "ENDPOINT", "CREDENTIALS", "FILE_FORMAT", "COMMENT")
 
@@ -98,7 +100,8 @@ def parse_stage_ref(text: str) -> StageRef:
         quoted.append(False)
     if not all(parts) or len(parts) > 3:
         raise SqlError(f"{text}: not a stage name (@stage, @schema.stage or @db.schema.stage)")
-    return StageRef(Name(tuple(parts), tuple(quoted)), body[i + 1:] if i < len(body) else "")
+    path = body[i + 1:] if i < len(body) else ""
+    return StageRef(Name(tuple(parts), tuple(quoted)), inside_stage(path, "@" + body[:i]))
 
 
 class StageDdl:
@@ -165,6 +168,8 @@ class StageDdl:
         if unknown:
             raise SqlError(f"CREDENTIALS {', '.join(sorted(unknown))} not supported "
                            f"(AWS_KEY_ID, AWS_SECRET_KEY, AWS_TOKEN)")
+        for key, value in credentials.items():
+            secret_references.check(value, f"stage {database}.{schema}.{name} CREDENTIALS {key}")
         stage = stages.Stage(name, database, schema, url, credentials, endpoint, file_format, comment)
         stages.resolve_format(self.warehouse, stage, None, database, schema)  # checks the options
         existing = stages.load_stage(self.warehouse, database, schema, name)

@@ -19,6 +19,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
 from floeline.errors import SqlError
+from floeline.secrets import mask_assignments
 
 READ = "snowflake"
 
@@ -64,6 +65,7 @@ class Statement:
 
     def error(self, problem: str) -> SqlError:
         first = self.text.strip().splitlines()[0] if self.text.strip() else ""
+        first = mask_assignments(first)  # CREDENTIALS=(AWS_SECRET_KEY='...') never shown
         shown = first if len(first) <= 100 else first[:97] + "..."
         return SqlError(f"statement at line {self.line} ({shown}): {problem}")
 

@@ -16,7 +16,9 @@ from typing import Protocol
 from urllib.parse import quote, unquote, urlparse
 
 from floeline.errors import SqlError
+from floeline.warehouse import s3a_buckets
 from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse.stage_paths import inside_stage
 from floeline.warehouse.storage import s3a_bucket_settings
 
 STAGE_FILES_DIR = "_stage_files"
@@ -52,13 +54,16 @@ class StageStore(Protocol):
 
 
 class LocalStore:
-    """A directory: a file:// stage's URL, or an internal stage's folder in the warehouse."""
+    """A directory: a file:// stage's URL, or an internal stage's folder in the warehouse.
+    A symbolic link in it is followed only while its target stays inside the folder: a
+    cloud stage has no links, and one pointing out of the stage (at /etc/passwd, at
+    another stage) is an error naming it, never read."""
 
-    def __init__(self, root: Path):
-        self.root = root
+    def __init__(self, root: Path, stage: str = ""):
+        self.root, self.stage = root, stage or root.as_uri()
 
     def list(self, path: str = "") -> list[StagedFile]:
-        prefix = path.lstrip("/")
+        prefix = inside_stage(path, self.stage).lstrip("/")
         found = []
         if not self.root.is_dir():
             return found
@@ -73,12 +78,21 @@ class LocalStore:
         return sorted(found, key=lambda f: f.name)
 
     def file(self, name: str) -> StagedFile | None:
-        full = self.root / name
+        full = self.root / inside_stage(name, self.stage, "file", as_written=False)
         try:
             st = full.stat()
         except (FileNotFoundError, NotADirectoryError):
             return None
+        self._check_link(name, full)
         return StagedFile(name, full.as_uri(), st.st_size, st.st_mtime_ns // 1_000_000)
+
+    def _check_link(self, name: str, full: Path) -> None:
+        """Refuse a file reached through a symbolic link whose target leaves the stage."""
+        real, root = full.resolve(), self.root.resolve()
+        if not real.is_relative_to(root):
+            raise SqlError(f"stage {self.stage}: {name} is a symbolic link to {real}, outside the "
+                           f"stage's folder {root}; floeline does not follow links out of a stage "
+                           f"(a cloud stage has none): copy the file into the stage instead")
 
     def prepare_spark(self, spark) -> None:
         pass
@@ -88,9 +102,12 @@ class S3Store:
     """A prefix of an S3 bucket: listed with boto3, read by Spark as s3a://bucket/key.
     The stage's credentials (or the default chain) and ENDPOINT go to s3a as settings
     of that bucket only (fs.s3a.bucket.<bucket>.*), so stages on different stores can
-    be read by one Spark session."""
+    be read by one Spark session; two on one bucket need the same ones (s3a_buckets.py).
+    Only keys under the prefix are listed, and a key with a `.` or `..` segment (which
+    s3a would normalize to another key) is left out, as hidden files are."""
 
-    def __init__(self, url: str, credentials: dict[str, str], endpoint: str | None):
+    def __init__(self, url: str, credentials: dict[str, str], endpoint: str | None, stage: str = ""):
+        self.stage = stage or url
         parsed = urlparse(url)
         if not parsed.netloc:
             raise SqlError(f"stage URL {url!r} has no bucket (s3://bucket/prefix/)")
@@ -131,7 +148,7 @@ class S3Store:
         found, token = [], None
         while True:
             page = self._call("ListObjectsV2", self.client.list_objects_v2, Bucket=self.bucket,
-                              Prefix=self.prefix + path.lstrip("/"),
+                              Prefix=self.prefix + inside_stage(path, self.stage).lstrip("/"),
                               **({"ContinuationToken": token} if token else {}))
             for item in page.get("Contents", []):
                 name = item["Key"][len(self.prefix):]
@@ -144,7 +161,7 @@ class S3Store:
     def file(self, name: str) -> StagedFile | None:
         from floeline.sources import aws
 
-        key = self.prefix + name
+        key = self.prefix + inside_stage(name, self.stage, "file", as_written=False)
         try:
             head = self._call("HeadObject", self.client.head_object, Bucket=self.bucket, Key=key)
         except Exception as exc:
@@ -177,21 +194,21 @@ class S3Store:
                                    self.credentials.get("AWS_TOKEN"))
 
     def prepare_spark(self, spark) -> None:
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        for key, value in self.hadoop_settings().items():
-            conf.set(key, value)
+        """The bucket's s3a settings, claimed for this stage (s3a_buckets.py: another
+        stage with other credentials on the same bucket is refused, not shared)."""
+        s3a_buckets.claim(spark, self.bucket, self.hadoop_settings(), f"stage {self.stage}")
 
 
 def store_for(warehouse: Warehouse, stage) -> StageStore:
     """The store of a stage (warehouse/stages.py's Stage), by its URL's scheme."""
     if stage.url is None:
         return LocalStore(warehouse.local_schema_dir(stage.database, stage.schema, STAGE_FILES_DIR)
-                          / quote(stage.name, safe=""))
+                          / quote(stage.name, safe=""), stage.full_name)
     parsed = urlparse(stage.url)
     if parsed.scheme == "file":
-        return LocalStore(Path(unquote(parsed.path)))
+        return LocalStore(Path(unquote(parsed.path)), stage.full_name)
     if is_s3(stage):
-        return S3Store(stage.url, stage.credentials, stage.endpoint)
+        return S3Store(stage.url, stage.resolved_credentials(), stage.endpoint, stage.full_name)
     raise SqlError(f"stage {stage.full_name}: {parsed.scheme}:// stages are not supported "
                    f"(file://, s3:// and internal stages are)")
 
@@ -209,11 +226,11 @@ def reader_for(stage):
     """A function reading a listed file of the stage (StagedFile -> bytes) on the
     driver: small loads read their files there, without a Spark job."""
     if is_s3(stage):
-        return S3Store(stage.url, stage.credentials, stage.endpoint).read
+        return S3Store(stage.url, stage.resolved_credentials(), stage.endpoint, stage.full_name).read
     return lambda f: Path(unquote(urlparse(f.location).path)).read_bytes()
 
 
 def prepare_spark(spark, stage) -> None:
     """Let `spark` read the stage's locations (nothing to do for local stages)."""
     if is_s3(stage):
-        S3Store(stage.url, stage.credentials, stage.endpoint).prepare_spark(spark)
+        S3Store(stage.url, stage.resolved_credentials(), stage.endpoint, stage.full_name).prepare_spark(spark)

@@ -9,7 +9,11 @@ A stage is external (URL='file:///dir/' or 's3://bucket/prefix/', with CREDENTIA
 an ENDPOINT for S3-compatible stores) or internal (no URL: its files live in the
 warehouse). Its file format is inline options, a named format, or the default (CSV,
 as in Snowflake). Secrets are kept for reading the store and never shown: `masked()`
-is what SHOW/DESCRIBE print."""
+is what SHOW/DESCRIBE print. They are not in the definition either: the values of
+SECRET_KEYS go to the warehouse's secrets store (warehouse/secret_store.py, owner-only)
+and the definition names the keys kept there (`"stored_secrets"`). A definition an
+older floeline wrote with the secrets inline still loads; CREATE OR REPLACE STAGE
+rewrites it in the new form."""
 
 from __future__ import annotations
 
@@ -20,6 +24,9 @@ from urllib.parse import quote
 
 from floeline.errors import SqlError
 from floeline.records.file_formats import FileFormat, FileFormatError
+from floeline.secret_references import is_reference, resolve
+from floeline.secrets import remember
+from floeline.warehouse import secret_store
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.pipes import definition_files
 from floeline.warehouse.stage_store import StagedFile, store_for  # noqa: F401 - StagedFile re-exported
@@ -50,15 +57,38 @@ class Stage:
 
     def masked(self) -> dict[str, str]:
         """The credentials as SHOW/DESCRIBE print them: secrets replaced."""
-        return {k: ("****" if k.upper() in SECRET_KEYS else v) for k, v in self.credentials.items()}
+        return {k: ("****" if k.upper() in SECRET_KEYS and not is_reference(v) else v)
+                for k, v in self.credentials.items()}
+
+    def resolved_credentials(self) -> dict[str, str]:
+        """The credentials to use: references (${env:NAME}, ${file:path:key}) read now."""
+        return {k: resolve(v, f"stage {self.full_name} CREDENTIALS {k}") for k, v in self.credentials.items()}
+
+    def secret_credentials(self) -> dict[str, str]:
+        """The credentials that are secret (kept in the secrets store, not the definition);
+        a reference (${env:NAME}, ${file:path:key}) is no secret and stays in the definition."""
+        return {k: v for k, v in self.credentials.items() if k.upper() in SECRET_KEYS and not is_reference(v)}
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "format": _FORMAT}, ensure_ascii=False, indent=1)
+        """The definition, without the secret credentials' values (only their names)."""
+        data = asdict(self)
+        kept = self.secret_credentials()
+        data["credentials"] = {k: v for k, v in self.credentials.items() if k not in kept}
+        data["stored_secrets"] = sorted(kept)
+        return json.dumps({**data, "format": _FORMAT}, ensure_ascii=False, indent=1)
 
     @staticmethod
-    def from_json(text: str) -> "Stage":
+    def from_json(text: str, stored_secrets: dict[str, str] | None = None) -> "Stage":
+        """The stage of a definition; `stored_secrets`: the values of the keys it names
+        under "stored_secrets" (from the secrets store)."""
         data = json.loads(text)
         data.pop("format", None)
+        wanted = data.pop("stored_secrets", [])
+        missing = [k for k in wanted if k not in (stored_secrets or {})]
+        if missing:
+            raise KeyError(f"its secrets ({', '.join(missing)}) are missing from the warehouse's "
+                           f"secrets store")
+        data["credentials"] = {**data.get("credentials", {}), **{k: stored_secrets[k] for k in wanted}}
         return Stage(**data)
 
 
@@ -67,8 +97,15 @@ def _definition(warehouse: Warehouse, database: str, schema: str, folder: str, n
 
 
 def save_stage(warehouse: Warehouse, stage: Stage) -> None:
+    """Store the definition; its secret credentials go to the secrets store first (a
+    replaced stage without them has its old ones removed after)."""
+    kept = stage.secret_credentials()
+    if kept:
+        secret_store.save(warehouse, STAGES_DIR, stage.database, stage.schema, stage.name, kept)
     warehouse.storage.write_text(_definition(warehouse, stage.database, stage.schema, STAGES_DIR,
                                              stage.name), stage.to_json())
+    if not kept:
+        secret_store.delete(warehouse, STAGES_DIR, stage.database, stage.schema, stage.name)
 
 
 def load_stage(warehouse: Warehouse, database: str, schema: str, name: str) -> Stage | None:
@@ -80,13 +117,27 @@ def _stage_at(warehouse: Warehouse, location: str) -> Stage | None:
     if text is None:
         return None
     try:
-        return Stage.from_json(text)
+        data = json.loads(text)
+        kept = None
+        if data.get("stored_secrets"):
+            kept = secret_store.load(warehouse, STAGES_DIR, data["database"], data["schema"], data["name"])
+            if kept is None:
+                raise SqlError(
+                    f"stage {data['database']}.{data['schema']}.{data['name']}: its secret credentials "
+                    f"({', '.join(data['stored_secrets'])}) are not in the warehouse's secrets store "
+                    f"({secret_store.location(warehouse, STAGES_DIR, data['database'], data['schema'], data['name'])}"
+                    f"; a definition copied without its {secret_store.SECRETS_DIR} folder?): recreate it "
+                    f"with CREATE OR REPLACE STAGE ... CREDENTIALS=(...)")
+        else:  # an older definition may hold its secrets inline: scrub them from messages all the same
+            remember(*(v for k, v in data.get("credentials", {}).items() if k.upper() in SECRET_KEYS))
+        return Stage.from_json(text, kept)
     except (ValueError, KeyError, TypeError) as exc:
         raise SqlError(f"stage definition {location} is unreadable ({exc}); recreate it with "
                        f"CREATE OR REPLACE STAGE") from None
 
 
 def delete_stage(warehouse: Warehouse, database: str, schema: str, name: str) -> bool:
+    secret_store.delete(warehouse, STAGES_DIR, database, schema, name)
     return warehouse.storage.delete(_definition(warehouse, database, schema, STAGES_DIR, name))
 
 

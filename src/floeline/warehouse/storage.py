@@ -27,6 +27,7 @@ from typing import Protocol
 from urllib.parse import urlparse
 
 from floeline.errors import ConfigError
+from floeline.warehouse import s3a_buckets
 
 S3_SCHEMES = ("s3a", "s3")
 DEFAULT_REGION = "us-east-1"
@@ -412,9 +413,7 @@ class S3Storage:
 
     def prepare_spark(self, spark, location: str) -> None:
         bucket, _key = split_s3(location)
-        conf = spark.sparkContext._jsc.hadoopConfiguration()
-        for key, value in self.hadoop_settings(bucket).items():
-            conf.set(key, value)
+        s3a_buckets.claim(spark, bucket, self.hadoop_settings(bucket), f"the S3 warehouse (s3a://{bucket})")
 
 
 def s3a_bucket_settings(bucket: str, region: str, endpoint: str | None, access_key_id: str | None,
