@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from floeline.errors import SqlError
 from floeline.sql.query import run_sql
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.positions import read_committed
@@ -43,6 +44,11 @@ def test_optimize_compacts_small_files_and_the_connector_resumes_exactly(
     assert result["files_removed"] == before and result["files_now"] == 1
     assert file_count(spark, path) == 1
     assert rows(read_table("ORDERS")) == held
+    # VACUUM keeps Delta's retention (7 days) and its safety check on a shorter one
+    (vacuumed,) = run_sql(spark, "VACUUM orders", Warehouse(warehouse)).collect()
+    assert vacuumed["files_now"] == 1 and rows(read_table("ORDERS")) == held
+    with pytest.raises(SqlError, match=r"VACUUM FLOELINE.PUBLIC.ORDERS failed: .*retention"):
+        run_sql(spark, "VACUUM orders RETAIN 0 HOURS", Warehouse(warehouse))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
     assert read_committed(spark, ref, config.name).positions == {"orders/0": "23", "orders/1": "23"}
 

@@ -111,3 +111,14 @@ def test_optimize_names_its_table():
     assert parsed.optimize.table.normalized == ("DB", "S", "my t") and parsed.tree is None
     with pytest.raises(SqlError, match="unexpected 'b'"):
         parse_statement(split_script("OPTIMIZE a b")[0])
+
+
+def test_vacuum_names_its_table_and_an_optional_retention():
+    from floeline.sql.statements import parse_statement, split_script
+
+    parsed = parse_statement(split_script("VACUUM orders")[0])
+    assert parsed.optimize.vacuum and parsed.optimize.retain_hours is None
+    parsed = parse_statement(split_script('VACUUM s."t" RETAIN 200 HOURS')[0])
+    assert parsed.optimize.table.normalized == ("S", "t") and parsed.optimize.retain_hours == 200
+    with pytest.raises(SqlError, match=r"VACUUM table \[RETAIN <hours> HOURS\]"):
+        parse_statement(split_script("VACUUM t RETAIN soon")[0])

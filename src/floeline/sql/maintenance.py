@@ -1,4 +1,5 @@
-"""Table maintenance statements of `floeline sql`: OPTIMIZE (Delta's compaction).
+"""Table maintenance statements of `floeline sql`: OPTIMIZE (Delta's compaction) and
+VACUUM (deleting files no kept version needs).
 
 A connector flushing every second adds a few small Parquet files per commit; a reader
 opens every one of them. OPTIMIZE rewrites them into large files in one commit that
@@ -28,3 +29,17 @@ def optimize(spark, ref: TableRef):
     return spark.createDataFrame(
         [(ref.full_name, int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"]), int(files))],
         "table string, files_removed long, files_added long, files_now long")
+
+
+def vacuum(spark, ref: TableRef, retain_hours: float | None):
+    """Delete the table's files that no version within the retention (Delta's default,
+    7 days, unless RETAIN n HOURS) needs: replaced files after OPTIMIZE, the Parquet
+    files a stopped write left. One row: the table and the files it has now. Delta
+    refuses a retention under its safety minimum (168 hours) with its own message."""
+    retain = f" RETAIN {retain_hours:g} HOURS" if retain_hours is not None else ""
+    try:
+        spark.sql(f"VACUUM delta.{quote_column(ref.path)}{retain}").collect()
+    except Exception as exc:  # Spark's own exception types
+        raise SqlError(f"VACUUM {ref.full_name} failed: {spark_error(exc)}") from exc
+    files = spark.sql(f"DESCRIBE DETAIL delta.{quote_column(ref.path)}").first()["numFiles"]
+    return spark.createDataFrame([(ref.full_name, int(files))], "table string, files_now long")

@@ -15,7 +15,7 @@ from sqlglot import exp
 from floeline.errors import FloelineError, SqlError
 from floeline.sql.copy import CopyInto
 from floeline.sql.ddl import Ddl, is_ddl
-from floeline.sql.maintenance import optimize
+from floeline.sql.maintenance import optimize, vacuum
 from floeline.sql.query import run_query
 from floeline.sql.stage_ddl import StageDdl, is_stage_statement
 from floeline.sql.statements import Statement, parse_statement, split_script
@@ -44,8 +44,9 @@ def iter_script(spark, script: str, warehouse: Warehouse):
             yield statement, _run(statement, copy.execute, parsed.tree, statement)
             continue
         if parsed.optimize is not None:
-            yield statement, _run(statement, lambda name: optimize(spark, ddl.need(name)),
-                                  parsed.optimize.table)
+            todo = parsed.optimize
+            yield statement, _run(statement, lambda name: vacuum(spark, ddl.need(name), todo.retain_hours)
+                                  if todo.vacuum else optimize(spark, ddl.need(name)), todo.table)
             continue
         if is_ddl(parsed):
             yield statement, ddl.execute(parsed)

@@ -134,9 +134,13 @@ class PipeCommand:
 
 @dataclass(frozen=True)
 class Optimize:
-    """OPTIMIZE table: Delta's compaction of the table's small files."""
+    """OPTIMIZE table: Delta's compaction of the table's small files; VACUUM table
+    [RETAIN n HOURS] (`vacuum`): deleting the files no version kept for time travel
+    needs any more."""
 
     table: Name
+    vacuum: bool = False
+    retain_hours: float | None = None
 
 
 @dataclass(frozen=True)
@@ -221,14 +225,22 @@ def parse_statement(statement: Statement) -> Parsed:
         name = cursor.name()
         _expect_end(cursor)
         return Parsed(statement, pipe=PipeCommand("drop" if first == "DROP" else "describe", name, if_exists))
-    elif first == "OPTIMIZE":
-        # The tokenizer takes all after OPTIMIZE as one string: read the name from it.
+    elif first in ("OPTIMIZE", "VACUUM"):
+        # The tokenizer may take all after the first word as one string: read from it.
         end = cursor.peek().end + 1
         rest = _Cursor(Statement(statement.text, _blank(statement.script[:end]) + statement.script[end:],
                                  statement.line))
         table = rest.name()
+        retain = None
+        if first == "VACUUM" and rest.accept("RETAIN"):
+            token = rest.peek()
+            if token is None or token.token_type != TokenType.NUMBER:
+                raise statement.error("write VACUUM table [RETAIN <hours> HOURS]")
+            retain = float(token.text)
+            rest.i += 1
+            rest.expect("HOURS")
         _expect_end(rest)
-        return Parsed(statement, optimize=Optimize(table))
+        return Parsed(statement, optimize=Optimize(table, first == "VACUUM", retain))
     return Parsed(statement, tree=statement.parse())
 
 
