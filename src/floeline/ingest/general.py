@@ -45,7 +45,7 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
     cfg = pipeline.config
     report = BatchReport(batch_id)
     # Cached for the batch: only what routing, the pipe, the commit and the DLQ read.
-    rows = records(pipeline, df, started).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = records(pipeline, fewer_partitions(pipeline, df), started).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         phase = Phases(report)
         groups = rows.groupBy("channel", "_route").agg(
@@ -102,6 +102,19 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
         return report, positions, mids, ts_min
     finally:
         rows.unpersist()
+
+
+def fewer_partitions(pipeline, df):
+    """The batch in at most spark.default.parallelism partitions when the connector
+    writes several tables. Each table's write scans every partition of the cached
+    batch, so 100 topics x 4 partitions made 400 tasks per table and 40,000 per batch
+    (bench/bench_scale.py: 0.18x the single-table rows/s with 10 tables); a source
+    partition holds one route, so merging them costs a table nothing but a filter.
+    With one table the read keeps one task per source partition."""
+    tables = {pipeline.table_ref(pipeline.routed(r)).full_name for r in pipeline.routes}
+    if len(tables) <= 1:
+        return df
+    return df.coalesce(max(1, df.sparkSession.sparkContext.defaultParallelism))
 
 
 def records(pipeline, df, started: float):
