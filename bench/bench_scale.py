@@ -89,7 +89,7 @@ def child(args) -> int:
     def connector_for(name: str, topics: list[str]) -> Connector:
         return Connector(config_from_dict({
             "name": name, "topics": ",".join(topics), "bootstrap.servers": args.bootstrap,
-            "floeline.warehouse": os.path.join(args.work, "warehouse"),
+            "floeline.warehouse": os.path.join(args.work, f"{args.case}_{args.round}", "warehouse"),
             "buffer.count.records": str(args.count_records), "buffer.flush.time": "1"}),
             spark, out=sys.stderr)
 

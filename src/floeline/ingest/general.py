@@ -74,6 +74,8 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
             routes, channels = by_table.setdefault(state.ref.full_name, (set(), {}))
             routes.add(g["_route"])
             _merge_channel(channels, g["channel"], g)
+        if len(by_table) > 1:
+            merge_keys_per_table(rows, by_table)
         # Channels finished in this batch are recorded by the tables of their routes.
         finished_by_table = _finished_by_table(pipeline, finished)
         for name in finished_by_table:
@@ -165,6 +167,24 @@ def records(pipeline, df, started: float):
         "coalesce(_error_class, 'DataException') AS _error_class", "_batch_failure",
         f"{metadata} AS _meta",
     )
+
+
+def merge_keys_per_table(rows, by_table: dict) -> None:
+    """Give each one-route table whose channels saw different key types (integers of
+    other precisions, say) its route's merged keys, from one job for all such tables.
+    Else each table's sink merges them with a job of its own (TableSink.record_fields),
+    twice with errors.tolerance=none: 100 tables made 200 jobs a batch."""
+    mixed = {name: next(iter(routes)) for name, (routes, channels) in by_table.items()
+             if len(routes) == 1 and len(set().union(*(c["keys"] for c in channels.values())) - {None}) > 1}
+    if not mixed:
+        return
+    wanted = ", ".join(sql_string(r) for r in sorted(set(mixed.values())))
+    merged = {r["_route"]: r["keys"] for r in rows.where(
+        f"_error IS NULL AND v IS NOT NULL AND NOT _skip AND _route IN ({wanted})").groupBy("_route").agg(
+        F.expr("schema_of_variant_agg(v)").alias("keys")).collect()}
+    for name, route in mixed.items():
+        for channel in by_table[name][1].values():
+            channel["keys"] = {merged.get(route)}
 
 
 def _finished_by_table(pipeline, finished: set[str]) -> dict[str, set[str]]:
