@@ -45,7 +45,7 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
     cfg = pipeline.config
     report = BatchReport(batch_id)
     # Cached for the batch: only what routing, the pipe, the commit and the DLQ read.
-    rows = records(pipeline, df, started).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = records(pipeline, fewer_partitions(pipeline, df), started).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         phase = Phases(report)
         groups = rows.groupBy("channel", "_route").agg(
@@ -74,6 +74,8 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
             routes, channels = by_table.setdefault(state.ref.full_name, (set(), {}))
             routes.add(g["_route"])
             _merge_channel(channels, g["channel"], g)
+        if len(by_table) > 1:
+            merge_keys_per_table(rows, by_table)
         # Channels finished in this batch are recorded by the tables of their routes.
         finished_by_table = _finished_by_table(pipeline, finished)
         for name in finished_by_table:
@@ -102,6 +104,19 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
         return report, positions, mids, ts_min
     finally:
         rows.unpersist()
+
+
+def fewer_partitions(pipeline, df):
+    """The batch in at most spark.default.parallelism partitions when the connector
+    writes several tables. Each table's write scans every partition of the cached
+    batch, so 100 topics x 4 partitions made 400 tasks per table and 40,000 per batch
+    (bench/bench_scale.py: 0.18x the single-table rows/s with 10 tables); a source
+    partition holds one route, so merging them costs a table nothing but a filter.
+    With one table the read keeps one task per source partition."""
+    tables = {pipeline.table_ref(pipeline.routed(r)).full_name for r in pipeline.routes}
+    if len(tables) <= 1:
+        return df
+    return df.coalesce(max(1, df.sparkSession.sparkContext.defaultParallelism))
 
 
 def records(pipeline, df, started: float):
@@ -152,6 +167,24 @@ def records(pipeline, df, started: float):
         "coalesce(_error_class, 'DataException') AS _error_class", "_batch_failure",
         f"{metadata} AS _meta",
     )
+
+
+def merge_keys_per_table(rows, by_table: dict) -> None:
+    """Give each one-route table whose channels saw different key types (integers of
+    other precisions, say) its route's merged keys, from one job for all such tables.
+    Else each table's sink merges them with a job of its own (TableSink.record_fields),
+    twice with errors.tolerance=none: 100 tables made 200 jobs a batch."""
+    mixed = {name: next(iter(routes)) for name, (routes, channels) in by_table.items()
+             if len(routes) == 1 and len(set().union(*(c["keys"] for c in channels.values())) - {None}) > 1}
+    if not mixed:
+        return
+    wanted = ", ".join(sql_string(r) for r in sorted(set(mixed.values())))
+    merged = {r["_route"]: r["keys"] for r in rows.where(
+        f"_error IS NULL AND v IS NOT NULL AND NOT _skip AND _route IN ({wanted})").groupBy("_route").agg(
+        F.expr("schema_of_variant_agg(v)").alias("keys")).collect()}
+    for name, route in mixed.items():
+        for channel in by_table[name][1].values():
+            channel["keys"] = {merged.get(route)}
 
 
 def _finished_by_table(pipeline, finished: set[str]) -> dict[str, set[str]]:

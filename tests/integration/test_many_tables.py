@@ -1,0 +1,46 @@
+"""One connector writing several tables: each table's share of a batch is read from
+the batch merged into at most spark.default.parallelism partitions, not one task per
+topic partition per table (bench/bench_scale.py: 100 topics x 4 partitions made
+40,000 tasks a batch), and a table whose channels saw different key types gets
+them merged by one job for all such tables, not a job per table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from floeline import devkafka
+from floeline.sources.kafka import produce
+from floeline.warehouse import delta_log
+
+pytestmark = pytest.mark.integration
+
+
+def amount(i: int) -> float:
+    return i if i % 4 == 0 else i + 0.25
+
+
+def test_several_tables_are_written_from_few_partitions_exactly_once(
+        kafka, topic_name, make_config, run_connector, read_table, spark):
+    wide, narrow = topic_name("wide"), topic_name("narrow")
+    devkafka.create_topic(kafka, wide, partitions=4)
+    devkafka.create_topic(kafka, narrow, partitions=1)
+    # AMOUNT: integers in partition 0, decimals elsewhere: the channels' key types
+    # differ, and the table's column must fit both (merged over the table's routes).
+    produce(kafka, wide, [{"value": {"id": i, "amount": amount(i)}, "partition": i % 4} for i in range(40)])
+    produce(kafka, narrow, [{"value": {"id": i, "kind": "narrow"}} for i in range(5)])
+    connector = run_connector(make_config(topics=f"{wide},{narrow}", buffer__count__records=1000))
+
+    assert len(connector.reports) == 1
+    for topic, count in ((wide, 40), (narrow, 5)):
+        rows = read_table(topic.upper()).collect()
+        assert sorted(int(r["ID"]) for r in rows) == list(range(count))
+        if topic == wide:
+            assert all(float(r["AMOUNT"]) == amount(int(r["ID"])) for r in rows)
+        offsets = {(m["partition"], m["offset"]) for m in
+                   (json.loads(r["RECORD_METADATA"].toJson()) for r in rows)}
+        assert len(offsets) == count  # each record once
+    # The 4-partition topic's table got at most one file per merged partition.
+    path = connector.pipeline.table_ref(wide).path
+    assert len(delta_log.live_files(path)) <= spark.sparkContext.defaultParallelism < 4
