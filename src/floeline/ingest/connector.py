@@ -32,7 +32,7 @@ from floeline.ingest.table_sink import first_lines
 from floeline.ops.http import OpsServer
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
-from floeline.warehouse import storage, tables
+from floeline.warehouse import storage
 
 log = logging.getLogger("floeline")
 
@@ -192,7 +192,6 @@ class Connector:
         else:
             writer = writer.trigger(processingTime=f"{self.config.flush_time_s} seconds")
         startup.mark("query start")
-        tables.warm_up_in_background(self.spark)
         query = writer.start()
         self._state = "active"
         self.metrics.query_active(True)

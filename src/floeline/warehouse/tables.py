@@ -30,18 +30,12 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
-import shutil
-import tempfile
-import threading
 from dataclasses import dataclass
 
 from floeline import startup
 from floeline.errors import TableError
 from floeline.records.content import quote_column, sql_string
 from floeline.warehouse.catalog import TableRef
-
-log = logging.getLogger("floeline")
 
 EVOLUTION_PROPERTY = "floeline.enableSchemaEvolution"
 DECLARED_TYPES_PROPERTY = "floeline.declaredTypes"
@@ -175,31 +169,6 @@ def _column_ddl(column: Column) -> str:
     if column.default is not None:
         ddl += f" DEFAULT {column.default}"
     return ddl
-
-
-_warm_up_started = threading.Event()
-
-
-def warm_up_in_background(spark) -> None:
-    """Write a throwaway Delta table once per process, in a background thread. A JVM's
-    first Delta commit loads and compiles Delta's classes (the bulk of a new table's
-    creation time); done while a streaming query plans its source, the first batch
-    finds the write path warm. Local masters only: on a cluster the executors would
-    leave the throwaway files on their own disks."""
-    if _warm_up_started.is_set() or not spark.sparkContext.master.startswith("local"):
-        return
-    _warm_up_started.set()
-
-    def warm_up():
-        directory = tempfile.mkdtemp(prefix="floeline-warm-up-")
-        try:
-            spark.range(1).write.format("delta").save(directory)
-        except Exception as exc:  # only a head start: the real write says what is wrong
-            log.debug("Delta warm-up failed: %s", exc)
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
-
-    threading.Thread(target=warm_up, name="floeline-delta-warm-up", daemon=True).start()
 
 
 def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = True,
