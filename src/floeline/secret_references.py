@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 
 from floeline import secrets
-from floeline.errors import SqlError
+from floeline.config.files import parse_properties
+from floeline.errors import ConfigError, SqlError
 
 _REFERENCE = re.compile(r"^\$\{(env|file):(.+)\}$")
 
@@ -64,18 +65,13 @@ def resolve(value: str, what: str) -> str:
 
 
 def _properties(path: str, what: str) -> dict[str, str]:
-    """A Java properties file's `key=value` / `key: value` lines (comments skipped)."""
+    """A Java properties file's keys and values, read as a connector config file is."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise SqlError(f"{what} refers to the file {path}, which cannot be read "
                        f"({exc.strerror or exc})") from None
-    values = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        match = re.match(r"^(.*?)\s*[=:]\s*(.*)$", line)
-        key, value = (match.group(1), match.group(2)) if match else (line, "")
-        values[key] = value
-    return values
+    try:
+        return parse_properties(text)
+    except ConfigError as exc:
+        raise SqlError(f"{what} refers to the file {path}, which is not a properties file: {exc}") from None
