@@ -73,7 +73,7 @@ class Options:
     bad_per_stream: int = 2  # bad JSON records per stream and chunk, from the second chunk
     startup_timeout_s: float = 900.0  # launch -> first batch line (a busy machine is slow)
     moment_timeout_s: float = 120.0  # first batch line -> moment; then a kill at once
-    idle_s: float = 30.0  # no batch line for this long: caught up (Kinesis's lag is unknown)
+    idle_s: float = 30.0  # no batch line for this long (and 2x the last batch's): caught up
     final_timeout_s: float = 3600.0
     workdir: str | None = None
     log: object = sys.stdout
@@ -368,7 +368,7 @@ class Soak:
             watcher.baseline()
         moment, detail = await_moment(
             proc, watcher, cycle.moment, self.rng, self.options.startup_timeout_s,
-            self.options.moment_timeout_s, caught_up=lambda: proc.idle_for() > self.options.idle_s)
+            self.options.moment_timeout_s, caught_up=lambda: quiet(proc, self.options.idle_s))
         if not proc.alive():
             self.result.crashes.append(f"cycle {cycle.index}: exited {proc.proc.returncode}")
             self.say(f"cycle {cycle.index}: the connector exited by itself "
@@ -394,6 +394,14 @@ class Soak:
         if code != 0:
             self.result.crashes.append(f"final run exited {code}")
             self.say(proc.tail())
+
+
+def quiet(proc: ConnectorProcess, idle_s: float) -> bool:
+    """Caught up, as far as can be seen from outside: no batch line for `idle_s` and for
+    twice the last batch's duration (a loaded machine's batch takes minutes)."""
+    lines = [line for line in proc.lines[-20:] if line.startswith("batch ")]
+    took = float(lines[-1].rsplit(" took=", 1)[-1].split("s")[0]) if lines and " took=" in lines[-1] else 0.0
+    return proc.batches > 0 and proc.idle_for() > max(idle_s, 2 * took)
 
 
 # ---------------------------------------------------------------- counting

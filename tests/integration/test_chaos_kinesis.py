@@ -44,6 +44,7 @@ def test_short_kinesis_chaos_soak_is_exactly_once(spark, tmp_path):
     result = run_soak(options, spark=spark)
     report(result, log)
     text = log.getvalue()
+    print(text)  # the per-table figures (pytest -s or -rP shows them)
     assert result.kills == 3 and result.splits == 1 and result.checkpoint_deletes == 1, text
     assert not result.crashes, text
     assert result.total("produced") == 20_000, text
