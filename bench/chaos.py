@@ -9,19 +9,10 @@ with a real broker (its own, on free ports) and `floeline run` processes:
   some chunks add a new key to every table (schema evolution); from the second chunk on a
   few records per topic are bad JSON (their `<TABLE>_ERRORS` tables appear mid-stream);
 - `--kills` times a connector process group (the Python driver, Spark's JVM and its Python
-  workers) is killed with SIGKILL at a chosen moment, watched from outside:
-    create    a table's first Delta commit appeared (table creation, before its rows)
-    evolve    a schema change of an existing table appeared (ALTER TABLE ADD COLUMNS,
-              before the rows that need it)
-    commit    a table's data commit appeared (between the Delta commit and the
-              consumer-group offset update)
-    write     new data files appeared in a table (inside a Delta commit: files written,
-              log entry not yet)
-    progress  a "batch N" line appeared (after the mirror, before Spark's checkpoint
-              commit: the batch is replayed)
-    random    a random time: during Spark's start, or 0-5 s after the 1st or 2nd batch line
-  a moment that does not come within 120 s of the first batch line (or before the
-  connector caught up) is replaced by a kill at once (reported as `<kind>-fallback`);
+  workers) is killed with SIGKILL at a chosen moment, watched from outside: table
+  creation, a schema change, a data commit (before the consumer-group offset update), new
+  data files (inside a commit), a `batch N` line (before Spark's checkpoint commit) or a
+  random time (bench/chaos_common.py lists them);
 - the Spark checkpoint is deleted `--checkpoint-deletes` times between restarts;
 - the broker is stopped and started (same data dir) `--broker-restarts` times while a
   connector runs.
@@ -41,32 +32,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
-
+from chaos_common import (  # it puts src/ on the path
+    DATABASE, MOMENTS, SCHEMA, ConnectorProcess, TableCount, TableWatcher, await_moment,
+    chunk_sizes, row, spread, wait_for)
 from floeline import devkafka  # noqa: E402
 from floeline.devprocess import free_port  # noqa: E402
 from floeline.sources.kafka import produce  # noqa: E402
 
 CONNECTOR = "chaos"
-DATABASE, SCHEMA = "FLOELINE", "PUBLIC"
 # (topic stem, partitions, table); the third starts mid-stream.
 TOPICS = (("orders", 3, "ORDERS"), ("clicks", 3, "CLICKS"), ("users", 2, "USERS"))
-MOMENTS = ("commit", "write", "progress", "random")  # the kinds any cycle may get
 
 
 # ---------------------------------------------------------------- the plan
@@ -96,14 +80,6 @@ class Cycle:
     restart_broker: bool = False  # after the launch's first batch
     new_key: str | None = None  # every table's records of this chunk may carry it
     users_start: bool = False  # the third topic gets its first records in this chunk
-
-
-def spread(count: int, slots: list[int]) -> list[int]:
-    """`count` slots evenly spread over `slots` (in order)."""
-    if count <= 0 or not slots:
-        return []
-    count = min(count, len(slots))
-    return [slots[int((j + 0.5) * len(slots) / count)] for j in range(count)]
 
 
 def plan_cycles(options: Options) -> list[Cycle]:
@@ -192,155 +168,7 @@ class Producer:
         return sent
 
 
-def row(table: str, i: int, new_key: str | None) -> dict:
-    if table == "ORDERS":
-        value = {"order_id": i, "amount": round(i % 10000 / 7, 2), "currency": "USD",
-                 "paid": i % 3 == 0}
-    elif table == "CLICKS":
-        value = {"click_id": i, "url": f"/page/{i % 517}", "user_id": i % 9973}
-    else:
-        value = {"user_id": i, "name": f"user-{i}", "country": ("NO", "DE", "FR")[i % 3]}
-    if new_key and i % 7 == 0:
-        value[new_key] = f"v{i}"
-    return value
-
-
-# ---------------------------------------------------------------- watching the tables
-
-class TableWatcher:
-    """Sees, from outside the connector, a table's new Delta commits and data files."""
-
-    def __init__(self, warehouse: Path):
-        self.root = warehouse / DATABASE / SCHEMA
-        self.commits: set[tuple[str, str]] = set()
-        self.files: set[tuple[str, str]] = set()
-
-    def baseline(self) -> None:
-        self.commits, self.files = set(), set()
-        for _ in self.events():
-            pass
-
-    def events(self):
-        """(moment, table, detail) for what appeared since the last call."""
-        if not self.root.is_dir():
-            return
-        for table in sorted(os.listdir(self.root)):
-            log = self.root / table / "_delta_log"
-            try:
-                names = os.listdir(log)
-            except FileNotFoundError:
-                names = []
-            for name in sorted(names):
-                if len(name) == 25 and name.endswith(".json") and (table, name) not in self.commits:
-                    self.commits.add((table, name))
-                    yield self._commit_moment(log / name), table, f"v{int(name[:20])}"
-            try:
-                data = os.listdir(self.root / table)
-            except FileNotFoundError:
-                data = []
-            for name in data:
-                if name.endswith(".parquet") and (table, name) not in self.files:
-                    self.files.add((table, name))
-                    yield "write", table, name
-
-    @staticmethod
-    def _commit_moment(path: Path) -> str:
-        try:
-            actions = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        except (OSError, ValueError):
-            return "commit"
-        kinds = {key for action in actions for key in action}
-        if "add" in kinds:
-            return "commit"
-        if "metaData" in kinds:
-            return "create" if path.name.startswith("0" * 20) else "evolve"
-        return "other"
-
-
-# ---------------------------------------------------------------- the connector process
-
-class ConnectorProcess:
-    """`python -m floeline.cli run CONFIG` in a process group of its own, so a SIGKILL
-    takes its JVM and Python workers down at the same instant."""
-
-    def __init__(self, config_file: Path, log_file: Path, until_caught_up: bool = False):
-        env = dict(os.environ, PYTHONUNBUFFERED="1",
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])))
-        cmd = [sys.executable, "-m", "floeline.cli", "run", str(config_file)]
-        if until_caught_up:
-            cmd.append("--until-caught-up")
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, text=True,
-                                     start_new_session=True)
-        self.lines: list[str] = []
-        self.batches = 0
-        self.log = open(log_file, "w")
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.log.write(line)
-            self.log.flush()
-            self.lines.append(line)
-            if line.startswith("batch "):
-                self.batches += 1
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def caught_up(self) -> bool:
-        """Its last batch line said nothing is left to read."""
-        batch_lines = [l for l in self.lines[-20:] if l.startswith("batch ")]
-        return bool(batch_lines) and " behind=0 " in batch_lines[-1]
-
-    def kill(self) -> None:
-        """SIGKILL to the whole group, then wait until every member is gone (a JVM that
-        outlived its driver would still be writing)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(60)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(self.proc.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        self.reader.join(10)
-        self.log.close()
-
-    def wait(self, timeout_s: float) -> int:
-        try:
-            code = self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
-        self.reader.join(30)
-        self.log.close()
-        return code
-
-    def tail(self, n: int = 30) -> str:
-        return "".join(self.lines[-n:])
-
-
 # ---------------------------------------------------------------- the soak
-
-@dataclass
-class TableCount:
-    table: str
-    produced: int = 0
-    landed: int = 0
-    dlq: int = 0
-    bad_produced: int = 0
-    duplicates: int = 0
-    lost: int = 0
-    unexpected: int = 0  # rows at a topic/partition/offset that was never produced
-    misrouted: int = 0  # |rows in the error table - bad records produced|
-
 
 @dataclass
 class Result:
@@ -438,13 +266,14 @@ class Soak:
         watcher.baseline()
         proc = self.launch(config_file, cycle)
         if cycle.restart_broker:
-            self.wait_for(proc, lambda: proc.batches >= 1, "its first batch")
+            wait_for(proc, lambda: proc.batches >= 1, "its first batch", self.options.startup_timeout_s)
             devkafka.stop(self.broker_state)
             devkafka.start(self.broker_state, self.broker_port)
             self.result.broker_restarts += 1
             self.say(f"cycle {cycle.index}: restarted the broker after batch line {proc.batches}")
             watcher.baseline()
-        moment, detail = self.await_moment(proc, watcher, cycle.moment)
+        moment, detail = await_moment(proc, watcher, cycle.moment, self.rng,
+                                      self.options.startup_timeout_s, self.options.moment_timeout_s)
         if not proc.alive():
             self.result.crashes.append(f"cycle {cycle.index}: exited {proc.proc.returncode}")
             self.say(f"cycle {cycle.index}: the connector exited by itself "
@@ -458,52 +287,6 @@ class Soak:
                  f"{time.monotonic() - proc.started:.1f}s after launch, "
                  f"{proc.batches} batch lines")
 
-    def await_moment(self, proc: ConnectorProcess, watcher: TableWatcher,
-                     moment: str) -> tuple[str, str]:
-        """Poll until the cycle's moment comes (or the connector exits; or it caught up,
-        or --moment-timeout passed since its first batch line: then `<moment>-fallback`).
-        Spark's start is slow on a busy machine, so it is not counted."""
-        nth = self.rng.randint(1, 3)  # which commit / file / batch line
-        # random: during Spark's start, or a few seconds after the 1st or 2nd batch line
-        random_after = self.rng.randint(0, 2)
-        random_delay = self.rng.uniform(3.0, 30.0) if random_after == 0 else self.rng.uniform(0.0, 5.0)
-        batches_before = proc.batches
-        line_at: dict[int, float] = {}
-        seen = 0
-        deadline = time.monotonic() + self.options.startup_timeout_s
-        while proc.alive():
-            now = time.monotonic()
-            if proc.batches > batches_before and not line_at:
-                deadline = now + self.options.moment_timeout_s
-            for n in range(1, 3):
-                if proc.batches - batches_before >= n:
-                    line_at.setdefault(n, now)
-            if moment == "random":
-                base = proc.started if random_after == 0 else line_at.get(random_after)
-                if base is not None and now >= base + random_delay:
-                    return moment, f"{random_delay:.1f}s after " + (
-                        "launch" if random_after == 0 else f"batch line {random_after}")
-            if moment == "progress" and proc.batches - batches_before >= nth:
-                return moment, proc.lines[-1].split(":")[0] if proc.lines else "?"
-            for kind, table, detail in watcher.events():
-                if kind == moment and (moment in ("create", "evolve") or (seen := seen + 1) >= nth):
-                    return moment, f"{table} {detail}"
-            if now > deadline or (proc.caught_up() and moment != "random"):
-                return f"{moment}-fallback", "moment did not come"
-            if moment == "random" and proc.caught_up():
-                return f"{moment}-fallback", "caught up first"
-            time.sleep(0.01)
-        return moment, "exited"
-
-    def wait_for(self, proc: ConnectorProcess, condition, what: str) -> None:
-        deadline = time.monotonic() + self.options.startup_timeout_s
-        while not condition():
-            if not proc.alive():
-                raise RuntimeError(f"the connector exited before {what}:\n{proc.tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no {what} within {self.options.startup_timeout_s:.0f}s:\n{proc.tail()}")
-            time.sleep(0.05)
-
     def catch_up(self, config_file: Path, cycle: Cycle) -> None:
         proc = self.launch(config_file, cycle, until_caught_up=True)
         code = proc.wait(self.options.final_timeout_s)
@@ -512,10 +295,6 @@ class Soak:
         if code != 0:
             self.result.crashes.append(f"final run exited {code}")
             self.say(proc.tail())
-
-
-def chunk_sizes(records: int, cycles: int) -> list[int]:
-    return [records // cycles + (1 if i < records % cycles else 0) for i in range(cycles)]
 
 
 # ---------------------------------------------------------------- counting

@@ -361,12 +361,14 @@ class CountingKinesis(kinesis_reader.Kinesis):
     def __init__(self, settings):
         super().__init__(settings)
         self.fetched, self.iterator_calls = 0, 0
+        self.limits: list[int] = []  # each GetRecords' Limit
 
     def shard_iterator(self, channel, kind, value):
         self.iterator_calls += 1
         return super().shard_iterator(channel, kind, value)
 
     def get_records(self, channel, iterator, limit):
+        self.limits.append(limit)
         response = super().get_records(channel, iterator, limit)
         self.fetched += len(response["Records"])
         return response
@@ -413,6 +415,23 @@ def test_each_record_is_fetched_once_and_iterators_are_reused(aws, kinesis, make
     for start, end, batch in batches:
         again, _ = direct_reader(aws, stream)
         assert [r for b in again.readBetweenOffsets(start, end) for r in b.to_pylist()] == batch
+
+
+def test_a_replayed_batch_of_kpl_aggregates_fetches_about_one_batch(aws, kinesis, make_stream):
+    # Found by bench/chaos_kinesis.py: a batch replayed after a SIGKILL asked for 10,000
+    # Kinesis records per GetRecords, the whole backlog of 500-record aggregates, and
+    # kinesis-local (which has no 10 MB cap) timed out until the connector stopped.
+    stream = make_stream(1)
+    put_all(kinesis, stream, [(f"a{n}", aggregate([(f"k{n}-{i}", b'{"i": %d}' % i) for i in range(50)]))
+                              for n in range(40)])
+    reader, _ = direct_reader(aws, stream, max_records_per_shard=100, prefetch=False)
+    batches = read_until_caught_up(reader, reader.initialOffset())
+    start, end, batch = batches[1]
+    assert len(batch) == 100
+    again, counting = direct_reader(aws, stream, max_records_per_shard=100)
+    assert [r for b in again.readBetweenOffsets(start, end) for r in b.to_pylist()] == batch
+    # The batch is 2 aggregates after the committed one: not the 37 left in the shard.
+    assert counting.fetched <= 4 and max(counting.limits) <= 2, (counting.fetched, counting.limits)
 
 
 def test_prefetch_reads_the_next_batch_ahead_and_changes_no_row(aws, kinesis, make_stream):

@@ -714,19 +714,23 @@ class _Runtime:
     def replay_shard(self, channel: str, first: ShardState, last: str) -> list[KRecord]:
         """Exactly the records after `first` up to and including `last`. When `first`
         has a position, reading starts AT it and checks it is still there: then nothing
-        between it and `last` can have expired (retention trims from the oldest)."""
+        between it and `last` can have expired (retention trims from the oldest). Each
+        GetRecords asks for about what a batch may hold, as read() does: the batch was
+        at most `max_records` user records, and KPL aggregates hold hundreds each."""
         check = first.p
         origin = ("AT_SEQUENCE_NUMBER", check) if check else None
         cursor = Cursor(channel, first, origin)
         gone = (f"cannot re-read Kinesis shard {channel} from {check or first.start} to {last}: "
                 "the records are no longer in the stream (expired after its retention period?)")
         out: list[KRecord] = []
+        users = 0  # user records in `out`
         while True:
             if not cursor.pending:
                 if cursor.ended:
                     raise FloelineError(gone)
+                limit = fetch_limit(max(1, self.spec.max_records - users), cursor.users_per_record())
                 try:
-                    caught_up = cursor.fetch(self.kinesis, GET_RECORDS_LIMIT)
+                    caught_up = cursor.fetch(self.kinesis, limit)
                 except (ServiceUnavailable, RetriesExhausted):
                     raise
                 except FloelineError as exc:  # e.g. the sequence number is not found
@@ -743,5 +747,6 @@ class _Runtime:
             if position_after(record.seq, last):
                 raise FloelineError(gone)
             out.append(record)
+            users += record.count
             if record.seq == last:
                 return out
