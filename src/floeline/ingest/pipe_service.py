@@ -41,6 +41,7 @@ log = logging.getLogger("floeline")
 
 MAX_FILES_PER_LOAD = MAX_FILES_PER_BATCH  # files per commit: bounds a load's memory and its commit's size
 RESTART_S = 5.0  # a failed pipe's query starts again after this long
+CAUGHT_UP_ATTEMPTS = 3  # --until-caught-up: a failing pipe's query runs at most this often
 SYNC_S = 2.0  # how often the service looks for new, dropped and failed pipes
 
 
@@ -164,7 +165,17 @@ class PipeService:
     def sync(self, available_now: bool = False, restart_now: bool = False) -> None:
         """Note queries that ended (reporting a failure once), stop those of dropped pipes
         and start those of new pipes and of failed ones whose wait is over."""
-        wanted = {f"{d}.{s}.{p.name}" for d, s, p in stage_pipes(self.warehouse) if p.copy.get("auto_ingest")}
+        wanted = self._wanted()
+        self._reap(wanted)
+        for name in sorted(wanted - set(self.queries)):
+            if restart_now or time.monotonic() >= self.restart_at.get(name, 0):
+                self.queries[name] = self._start(name, available_now)
+
+    def _wanted(self) -> set[str]:
+        return {f"{d}.{s}.{p.name}" for d, s, p in stage_pipes(self.warehouse) if p.copy.get("auto_ingest")}
+
+    def _reap(self, wanted: set[str]) -> None:
+        """Forget queries that ended (reporting a failure once); stop those of dropped pipes."""
         for name, query in list(self.queries.items()):
             if not query.isActive:
                 del self.queries[name]
@@ -172,9 +183,6 @@ class PipeService:
             elif name not in wanted:
                 query.stop()
                 del self.queries[name]
-        for name in sorted(wanted - set(self.queries)):
-            if restart_now or time.monotonic() >= self.restart_at.get(name, 0):
-                self.queries[name] = self._start(name, available_now)
 
     def _ended(self, name: str, query) -> None:
         error = query.exception()
@@ -254,6 +262,27 @@ class PipeService:
         processed, self.processed = self.processed, 0
         return processed
 
+    def _run_until_caught_up(self) -> None:
+        """Each pipe's query with Trigger.AvailableNow until it ends. A query that fails
+        (a transient fault, e.g. Spark's Python worker not connecting back on a busy
+        machine) is reported once and started again after RESTART_S, at most
+        CAUGHT_UP_ATTEMPTS runs in all; the others are not run again."""
+        self.sync(available_now=True, restart_now=True)
+        for attempt in range(1, CAUGHT_UP_ATTEMPTS + 1):
+            for query in list(self.queries.values()):
+                while query.isActive and not self._stop.is_set():
+                    try:
+                        query.awaitTermination(0.2)
+                    except Exception:  # noqa: BLE001 - its failure is reported by _reap
+                        break
+            wanted = self._wanted()
+            self._reap(wanted)
+            failing = sorted(set(self.failures) & wanted)
+            if not failing or attempt == CAUGHT_UP_ATTEMPTS or self._stop.wait(RESTART_S):
+                return
+            for name in failing:
+                self.queries[name] = self._start(name, available_now=True)
+
     def run(self, until_caught_up: bool = False) -> int:
         """Run until a stop signal (or, `until_caught_up`, until every pipe has loaded
         what its stage and queue hold); exit status 1 when a pipe is failing at the end."""
@@ -264,11 +293,7 @@ class PipeService:
         restore = install_stop_signals(self._stop)
         try:
             if until_caught_up:
-                self.sync(available_now=True, restart_now=True)
-                for query in list(self.queries.values()):
-                    while query.isActive and not self._stop.is_set():
-                        query.awaitTermination(0.2)
-                self.sync(available_now=True, restart_now=False)
+                self._run_until_caught_up()
             else:
                 while not self._stop.is_set():
                     self.sync()
