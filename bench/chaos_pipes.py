@@ -22,8 +22,9 @@ the dev tooling on free ports in a temporary directory):
     progress  a load line was printed (after commit and delete, before Spark's
               checkpoint commit: the batch is replayed)
     random    a random time: during Spark's start, or 0-5 s after the first load line
-  (a moment that does not come within --moment-timeout of the first load line is
-  replaced by a kill at once, reported as `<kind>-fallback`);
+  (a moment that does not come within --moment-timeout of the first load line, or
+  before the cycle's files are loaded and the service idle for 20 s, is replaced by a
+  kill at once, reported as `<kind>-fallback`);
 - duplicate notifications: while the service runs, events of files already landed are
   sent again (some twice); after each kill the events of the last files landed are
   re-delivered, and the queues' visibility timeout is cut to --visibility seconds so
@@ -93,6 +94,7 @@ class Options:
     poll_s: float = 0.5
     startup_timeout_s: float = 900.0
     moment_timeout_s: float = 120.0
+    idle_s: float = 20.0  # the cycle's files landed and no load since: the moment will not come
     final_timeout_s: float = 1800.0
     workdir: str | None = None
     log: object = sys.stdout
@@ -199,6 +201,9 @@ class Lander:
         self.thread = threading.Thread(target=self._land, args=(planned, seconds), daemon=True)
         self.thread.start()
 
+    def done(self) -> bool:
+        return self.thread is None or not self.thread.is_alive()
+
     def join(self) -> None:
         if self.thread is not None:
             self.thread.join()
@@ -265,6 +270,7 @@ class PipesProcess(ConnectorProcess):
                                      start_new_session=True)
         self.lines: list[str] = []
         self.batches = 0
+        self.last_load_at = self.started
         self.log = open(log_file, "w")
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -276,6 +282,7 @@ class PipesProcess(ConnectorProcess):
             self.lines.append(line)
             if LOAD_LINE.match(line):
                 self.batches += 1
+                self.last_load_at = time.monotonic()
 
     def caught_up(self) -> bool:
         return False  # a running service is never done: moments fall back on the timeout
@@ -483,6 +490,9 @@ class Soak:
                     return moment, f"{table} {detail}"
             if now > deadline:
                 return f"{moment}-fallback", "moment did not come"
+            if moment != "random" and first_line_at is not None and self.lander.done() and (
+                    now - proc.last_load_at > self.options.idle_s):
+                return f"{moment}-fallback", f"no load for {self.options.idle_s:.0f}s: nothing left to load"
             time.sleep(0.01)
         return moment, "exited"
 
