@@ -41,7 +41,11 @@ log = logging.getLogger("floeline")
 
 MAX_FILES_PER_LOAD = MAX_FILES_PER_BATCH  # files per commit: bounds a load's memory and its commit's size
 RESTART_S = 5.0  # a failed pipe's query starts again after this long
-CAUGHT_UP_ATTEMPTS = 3  # --until-caught-up: a failing pipe's query runs at most this often
+# --until-caught-up: a failing pipe's query runs at most this often; a failure of Spark's
+# own (no floeline error: e.g. a Python worker not connecting back on a starved machine)
+# is more likely to pass, and is given more runs.
+CAUGHT_UP_ATTEMPTS = 3
+CAUGHT_UP_SPARK_ATTEMPTS = 20
 SYNC_S = 2.0  # how often the service looks for new, dropped and failed pipes
 
 
@@ -134,6 +138,7 @@ class PipeService:
     def __init__(self, spark, warehouse: Warehouse, poll_s: float = 1.0, report=print):
         self.spark, self.warehouse, self.poll_s, self.report = spark, warehouse, poll_s, report
         self.failures: dict[str, str] = {}  # pipe -> the last error it met
+        self.spark_failures: set[str] = set()  # failing pipes whose error is Spark's, not floeline's
         self.queries: dict[str, object] = {}  # pipe -> its active StreamingQuery
         self.queues: dict[str, s3_notifications.NotificationQueue] = {}
         self.restart_at: dict[str, float] = {}  # failed pipe -> when its query starts again
@@ -190,6 +195,10 @@ class PipeService:
             self.failures.pop(name, None)
             return
         message = self._batch_error.get(name) or source_error(str(error))
+        if name in self._batch_error or FLOELINE_ERROR.search(str(error)):
+            self.spark_failures.discard(name)
+        else:
+            self.spark_failures.add(name)
         if self.failures.get(name) != message:
             self.report(f"pipe {name}: {message}")
         self.failures[name] = message
@@ -266,9 +275,11 @@ class PipeService:
         """Each pipe's query with Trigger.AvailableNow until it ends. A query that fails
         (a transient fault, e.g. Spark's Python worker not connecting back on a busy
         machine) is reported once and started again after RESTART_S, at most
-        CAUGHT_UP_ATTEMPTS runs in all; the others are not run again."""
+        CAUGHT_UP_ATTEMPTS runs in all (CAUGHT_UP_SPARK_ATTEMPTS for a failure of Spark's
+        own); the others are not run again."""
         self.sync(available_now=True, restart_now=True)
-        for attempt in range(1, CAUGHT_UP_ATTEMPTS + 1):
+        runs = {name: 1 for name in self.queries}
+        while True:
             for query in list(self.queries.values()):
                 while query.isActive and not self._stop.is_set():
                     try:
@@ -277,10 +288,13 @@ class PipeService:
                         break
             wanted = self._wanted()
             self._reap(wanted)
-            failing = sorted(set(self.failures) & wanted)
-            if not failing or attempt == CAUGHT_UP_ATTEMPTS or self._stop.wait(RESTART_S):
+            again = [name for name in sorted(set(self.failures) & wanted)
+                     if runs.get(name, 1) < (CAUGHT_UP_SPARK_ATTEMPTS if name in self.spark_failures
+                                             else CAUGHT_UP_ATTEMPTS)]
+            if not again or self._stop.wait(RESTART_S):
                 return
-            for name in failing:
+            for name in again:
+                runs[name] = runs.get(name, 1) + 1
                 self.queries[name] = self._start(name, available_now=True)
 
     def run(self, until_caught_up: bool = False) -> int:
@@ -305,8 +319,11 @@ class PipeService:
         return 1 if self.failures else 0
 
 
+FLOELINE_ERROR = re.compile(r"floeline\.errors\.\w+: (.+)")
+
+
 def source_error(text: str) -> str:
     """The floeline error a failed query carries (raised in its Python source), without
     Spark's and Python's traces; else the error's first lines."""
-    found = re.findall(r"floeline\.errors\.\w+: (.+)", text)
+    found = FLOELINE_ERROR.findall(text)
     return found[-1].strip() if found else first_lines(text, 3)
