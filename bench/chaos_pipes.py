@@ -422,9 +422,9 @@ class Soak:
                  "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": f"in/{PIPES[p][1]}"}]}}}
                 for p, arn in self.channels.items()]})
 
-    def launch(self, cycle: Cycle, until_caught_up: bool = False) -> PipesProcess:
-        self.running = PipesProcess(self.warehouse_root, self.logs / f"cycle-{cycle.index:02d}.log",
-                                    self.workdir, self.options.poll_s, until_caught_up)
+    def launch(self, log_name: str, until_caught_up: bool = False) -> PipesProcess:
+        self.running = PipesProcess(self.warehouse_root, self.logs / log_name, self.workdir,
+                                    self.options.poll_s, until_caught_up)
         return self.running
 
     # ---- cycles
@@ -432,7 +432,7 @@ class Soak:
     def kill_cycle(self, cycle: Cycle, count: int, rows: int) -> None:
         watcher = TableWatcher(self.warehouse_root)
         watcher.baseline()
-        proc = self.launch(cycle)
+        proc = self.launch(f"cycle-{cycle.index:02d}.log")
         seconds = self.options.land_seconds
         target = PIPES["EVENTS_PIPE"][0] if cycle.moment == "create" else None
         if cycle.create_late_pipe:
@@ -509,12 +509,10 @@ class Soak:
         """The last files land first; then a run until caught up."""
         self.lander.start(self.lander.plan(cycle, count, rows, sorted(self.lander.queue_urls)), 0.0)
         self.lander.join()
-        self.run_until_caught_up(cycle, "final")
+        self.run_until_caught_up("final")
 
-    def run_until_caught_up(self, cycle: Cycle, what: str) -> None:
-        proc = self.launch(cycle, until_caught_up=True)
-        proc.log.close()
-        proc.log = open(self.logs / f"{what}.log", "w")
+    def run_until_caught_up(self, what: str) -> None:
+        proc = self.launch(f"{what}.log", until_caught_up=True)
         code = proc.wait(self.options.final_timeout_s)
         self.say(f"{what} run: until caught up in {time.monotonic() - proc.started:.1f}s "
                  f"(exit {code}, {proc.batches} load lines)")
@@ -531,7 +529,7 @@ class Soak:
             files = list(self.lander.files)
         self.result.late_duplicates_sent = self.lander.send_duplicates(files)
         self.say(f"late: sent {self.result.late_duplicates_sent} duplicate events of loaded files")
-        self.run_until_caught_up(Cycle(self.options.kills + 1, "late"), "late")
+        self.run_until_caught_up("late")
         self.result.late = self.count()
         left = 0
         for url in self.lander.queue_urls.values():
