@@ -188,6 +188,35 @@ def test_auto_ingest_pipe_loads_each_new_file_once(spark, sql, stage_dir, wh):
     assert {r["pipe_name"] for r in history} == {"FLOELINE.PUBLIC.EVENTS_PIPE"}
 
 
+def test_pipes_run_until_caught_up_retries_a_failing_pipe_instead_of_crashing(spark, sql, stage_dir, wh):
+    """A pipe's query that fails under `pipes run --until-caught-up` (here its table was
+    dropped; in the chaos soak, Spark's Python worker not connecting back on a busy
+    machine) is reported once, not raised, and run again after RESTART_S: the run exits
+    1 if the fault stays, and loads the file once it is gone."""
+    from floeline.ingest.pipe_service import PipeService
+
+    sql(f"""CREATE TABLE events (payload VARIANT);
+            CREATE STAGE landing URL='file://{stage_dir}/' FILE_FORMAT=(TYPE=JSON);
+            CREATE PIPE events_pipe AUTO_INGEST=TRUE AS COPY INTO events FROM @landing;
+            DROP TABLE events""")
+    write(stage_dir / "1.json", ['{"a":1}\n'])
+    lines = []
+    assert PipeService(spark, wh, poll_s=0.1, report=lines.append).run(until_caught_up=True) == 1
+    assert [line for line in lines if "was dropped" in line] == [
+        "pipe FLOELINE.PUBLIC.EVENTS_PIPE: pipe EVENTS_PIPE: its table FLOELINE.PUBLIC.EVENTS was dropped; "
+        "create it again or DROP PIPE EVENTS_PIPE"], lines
+
+    def recreate_on_failure(line):
+        lines.append(line)
+        if "was dropped" in line:
+            sql("CREATE TABLE events (payload VARIANT)")
+
+    lines.clear()
+    assert PipeService(spark, wh, poll_s=0.1, report=recreate_on_failure).run(until_caught_up=True) == 0
+    assert any("1.json LOADED" in line for line in lines), lines
+    assert [json.loads(r["PAYLOAD"].toJson()) for r in table_rows(spark, wh, "EVENTS")] == [{"a": 1}]
+
+
 def test_pipe_statement_errors(sql, stage_dir):
     sql(f"""CREATE TABLE t (v VARIANT);
             CREATE STAGE s URL='file://{stage_dir}/' FILE_FORMAT=(TYPE=JSON)""")

@@ -41,6 +41,11 @@ log = logging.getLogger("floeline")
 
 MAX_FILES_PER_LOAD = MAX_FILES_PER_BATCH  # files per commit: bounds a load's memory and its commit's size
 RESTART_S = 5.0  # a failed pipe's query starts again after this long
+# --until-caught-up: a failing pipe's query runs at most this often; a failure of Spark's
+# own (no floeline error: e.g. a Python worker not connecting back on a starved machine)
+# is more likely to pass, and is given more runs.
+CAUGHT_UP_ATTEMPTS = 3
+CAUGHT_UP_SPARK_ATTEMPTS = 20
 SYNC_S = 2.0  # how often the service looks for new, dropped and failed pipes
 
 
@@ -133,6 +138,7 @@ class PipeService:
     def __init__(self, spark, warehouse: Warehouse, poll_s: float = 1.0, report=print):
         self.spark, self.warehouse, self.poll_s, self.report = spark, warehouse, poll_s, report
         self.failures: dict[str, str] = {}  # pipe -> the last error it met
+        self.spark_failures: set[str] = set()  # failing pipes whose error is Spark's, not floeline's
         self.queries: dict[str, object] = {}  # pipe -> its active StreamingQuery
         self.queues: dict[str, s3_notifications.NotificationQueue] = {}
         self.restart_at: dict[str, float] = {}  # failed pipe -> when its query starts again
@@ -164,7 +170,17 @@ class PipeService:
     def sync(self, available_now: bool = False, restart_now: bool = False) -> None:
         """Note queries that ended (reporting a failure once), stop those of dropped pipes
         and start those of new pipes and of failed ones whose wait is over."""
-        wanted = {f"{d}.{s}.{p.name}" for d, s, p in stage_pipes(self.warehouse) if p.copy.get("auto_ingest")}
+        wanted = self._wanted()
+        self._reap(wanted)
+        for name in sorted(wanted - set(self.queries)):
+            if restart_now or time.monotonic() >= self.restart_at.get(name, 0):
+                self.queries[name] = self._start(name, available_now)
+
+    def _wanted(self) -> set[str]:
+        return {f"{d}.{s}.{p.name}" for d, s, p in stage_pipes(self.warehouse) if p.copy.get("auto_ingest")}
+
+    def _reap(self, wanted: set[str]) -> None:
+        """Forget queries that ended (reporting a failure once); stop those of dropped pipes."""
         for name, query in list(self.queries.items()):
             if not query.isActive:
                 del self.queries[name]
@@ -172,9 +188,6 @@ class PipeService:
             elif name not in wanted:
                 query.stop()
                 del self.queries[name]
-        for name in sorted(wanted - set(self.queries)):
-            if restart_now or time.monotonic() >= self.restart_at.get(name, 0):
-                self.queries[name] = self._start(name, available_now)
 
     def _ended(self, name: str, query) -> None:
         error = query.exception()
@@ -182,6 +195,10 @@ class PipeService:
             self.failures.pop(name, None)
             return
         message = self._batch_error.get(name) or source_error(str(error))
+        if name in self._batch_error or FLOELINE_ERROR.search(str(error)):
+            self.spark_failures.discard(name)
+        else:
+            self.spark_failures.add(name)
         if self.failures.get(name) != message:
             self.report(f"pipe {name}: {message}")
         self.failures[name] = message
@@ -254,6 +271,32 @@ class PipeService:
         processed, self.processed = self.processed, 0
         return processed
 
+    def _run_until_caught_up(self) -> None:
+        """Each pipe's query with Trigger.AvailableNow until it ends. A query that fails
+        (a transient fault, e.g. Spark's Python worker not connecting back on a busy
+        machine) is reported once and started again after RESTART_S, at most
+        CAUGHT_UP_ATTEMPTS runs in all (CAUGHT_UP_SPARK_ATTEMPTS for a failure of Spark's
+        own); the others are not run again."""
+        self.sync(available_now=True, restart_now=True)
+        runs = {name: 1 for name in self.queries}
+        while True:
+            for query in list(self.queries.values()):
+                while query.isActive and not self._stop.is_set():
+                    try:
+                        query.awaitTermination(0.2)
+                    except Exception:  # noqa: BLE001 - its failure is reported by _reap
+                        break
+            wanted = self._wanted()
+            self._reap(wanted)
+            again = [name for name in sorted(set(self.failures) & wanted)
+                     if runs.get(name, 1) < (CAUGHT_UP_SPARK_ATTEMPTS if name in self.spark_failures
+                                             else CAUGHT_UP_ATTEMPTS)]
+            if not again or self._stop.wait(RESTART_S):
+                return
+            for name in again:
+                runs[name] = runs.get(name, 1) + 1
+                self.queries[name] = self._start(name, available_now=True)
+
     def run(self, until_caught_up: bool = False) -> int:
         """Run until a stop signal (or, `until_caught_up`, until every pipe has loaded
         what its stage and queue hold); exit status 1 when a pipe is failing at the end."""
@@ -264,11 +307,7 @@ class PipeService:
         restore = install_stop_signals(self._stop)
         try:
             if until_caught_up:
-                self.sync(available_now=True, restart_now=True)
-                for query in list(self.queries.values()):
-                    while query.isActive and not self._stop.is_set():
-                        query.awaitTermination(0.2)
-                self.sync(available_now=True, restart_now=False)
+                self._run_until_caught_up()
             else:
                 while not self._stop.is_set():
                     self.sync()
@@ -280,8 +319,11 @@ class PipeService:
         return 1 if self.failures else 0
 
 
+FLOELINE_ERROR = re.compile(r"floeline\.errors\.\w+: (.+)")
+
+
 def source_error(text: str) -> str:
     """The floeline error a failed query carries (raised in its Python source), without
     Spark's and Python's traces; else the error's first lines."""
-    found = re.findall(r"floeline\.errors\.\w+: (.+)", text)
+    found = FLOELINE_ERROR.findall(text)
     return found[-1].strip() if found else first_lines(text, 3)
