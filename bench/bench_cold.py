@@ -1,6 +1,8 @@
 """floeline as a user runs it (issue 14): a fresh `floeline run CONFIG --until-caught-up`
 process, timed from launch, against a plain Python writer (bench/peer_writer.py:
-confluent-kafka + pyarrow's JSON reader + deltalake) on the same topic in the same run.
+confluent-kafka + pyarrow's JSON reader + deltalake) on the same topic in the same run,
+and against bench_ingest.py's bare Spark job as a fresh process (bench/bare_cold.py: the
+same Spark start and batch size, no floeline), the floor Spark itself sets.
 
     .venv/bin/pip install -r bench/requirements.txt   (the peer's deltalake)
     .venv/bin/python bench/bench_cold.py [--records 1000000]
@@ -14,7 +16,8 @@ steady-state CPU per row after the first commit (the tree's CPU sampled at the f
 commit; rows of the first commit from its add actions' stats).
 
 Last line: cold_s=N peer_cold_s=N cold_ratio=R cpu_per_row_us=N peer_cpu_per_row_us=N
-first_row_s=N peer_first_row_s=N rss_mb=N peer_rss_mb=N
+first_row_s=N peer_first_row_s=N rss_mb=N peer_rss_mb=N bare_cold_s=N
+bare_cpu_per_row_us=N bare_first_row_s=N bare_rss_mb=N
 """
 
 from __future__ import annotations
@@ -155,11 +158,17 @@ def main() -> int:
     floe = timed_tree([sys.executable, "-m", "floeline.cli", "run", config, "--until-caught-up"],
                       lambda: table_log)
 
-    from deltalake import DeltaTable  # the peer's library reads both tables
+    bare_dir = os.path.join(work, "bare")
+    bare = timed_tree([sys.executable, os.path.join(os.path.dirname(__file__), "bare_cold.py"),
+                       bootstrap, topic, bare_dir, str(args.count_records * PARTITIONS)],
+                      lambda: os.path.join(bare_dir, "bare_table", "_delta_log"))
+
+    from deltalake import DeltaTable  # the peer's library reads every table
 
     peer_rows = DeltaTable(peer_dir).to_pyarrow_dataset().count_rows()
     floe_rows = DeltaTable(os.path.dirname(table_log)).to_pyarrow_dataset().count_rows()
-    assert peer_rows == floe_rows == args.records, (peer_rows, floe_rows)
+    bare_rows = DeltaTable(os.path.join(bare_dir, "bare_table")).to_pyarrow_dataset().count_rows()
+    assert peer_rows == floe_rows == bare_rows == args.records, (peer_rows, floe_rows, bare_rows)
 
     def steady_us(run: dict) -> float:
         """CPU per row after the first commit (NaN when that commit held nearly all)."""
@@ -167,7 +176,7 @@ def main() -> int:
         later = args.records - first["rows"]
         return (run["cpu_s"] - first["cpu"]) / later * 1e6 if later >= args.records // 10 else float("nan")
 
-    for name, run in (("peer", peer), ("floeline", floe)):
+    for name, run in (("peer", peer), ("floeline", floe), ("bare Spark", bare)):
         print(f"{name}: {run['wall_s']:.1f} s from launch, first row committed after "
               f"{run['first']['s']:.1f} s, {run['cpu_s']:.1f} CPU-s "
               f"({run['cpu_s'] / args.records * 1e6:.1f} us/row; after the first commit "
@@ -177,7 +186,9 @@ def main() -> int:
           f"cold_ratio={floe['wall_s'] / peer['wall_s']:.1f} "
           f"cpu_per_row_us={steady_us(floe):.1f} peer_cpu_per_row_us={steady_us(peer):.1f} "
           f"first_row_s={floe['first']['s']:.1f} peer_first_row_s={peer['first']['s']:.1f} "
-          f"rss_mb={floe['rss'] / 2**20:.0f} peer_rss_mb={peer['rss'] / 2**20:.0f}")
+          f"rss_mb={floe['rss'] / 2**20:.0f} peer_rss_mb={peer['rss'] / 2**20:.0f} "
+          f"bare_cold_s={bare['wall_s']:.1f} bare_cpu_per_row_us={steady_us(bare):.1f} "
+          f"bare_first_row_s={bare['first']['s']:.1f} bare_rss_mb={bare['rss'] / 2**20:.0f}")
     return 0
 
 
