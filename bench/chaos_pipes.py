@@ -14,7 +14,7 @@ the dev tooling on free ports in a temporary directory):
   bad lines (row errors: CONTINUE loads the rest, SKIP_FILE fails the file) and a few
   truncated gzip files (they fail whole);
 - `--kills` times the service's process group (driver, Spark's JVM, Python workers) is
-  SIGKILLed at a moment watched from outside (chaos.py's watcher):
+  SIGKILLed at a moment watched from outside (chaos_common.py's watcher):
     create    the first load commit into a table created just before (EVENTS at the
               first launch; LATE_PIPE's table, its pipe picked up by the running service)
     write     new data files appeared in a table (inside a Delta commit)
@@ -63,7 +63,7 @@ from urllib.parse import quote_plus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chaos import SRC, ConnectorProcess, TableWatcher, chunk_sizes, spread  # noqa: E402
+from chaos_common import SRC, ConnectorProcess, TableWatcher, chunk_sizes, spread  # noqa: E402
 
 from floeline import devaws  # noqa: E402
 from floeline.devprocess import free_port  # noqa: E402
