@@ -91,7 +91,7 @@ def transform_chain_for(settings: Mapping[str, str]):
     if not has_transforms(settings):
         return None
     try:
-        from floeline.records.transforms import transform_chain
+        from floeline.records.transforms.chain import transform_chain
     except ImportError as exc:
         raise ConfigError(f"transforms={settings['transforms']} needs floeline.records.transforms, "
                           f"which this floeline build lacks ({exc})") from None
