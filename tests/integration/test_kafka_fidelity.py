@@ -10,7 +10,8 @@ import json
 import pytest
 
 from floeline import devkafka
-from floeline.records.converters import JSON_CONVERTER, to_json_text
+from floeline.records.converters.specs import JSON_CONVERTER
+from floeline.records.json_text import to_json_text
 from floeline.records.header_values import parse_header_text
 from floeline.records.headers import SIMPLE_HEADER_CONVERTER, HeaderRules, java_text
 from floeline.sources.kafka import produce

@@ -19,11 +19,14 @@ import pytest
 
 from floeline.config import config_from_dict
 from floeline.errors import ConfigError, RetriesExhausted
-from floeline.records import converters as conv
-from floeline.records.converters import (
+from floeline.records.converters.base import ConverterError, RegistryUnavailable
+from floeline.records.converters.factory import check_converters, converter_for
+from floeline.records.converters.specs import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, JSON_SCHEMA_CONVERTER, PROTOBUF_CONVERTER,
-    STRING_CONVERTER, ConverterError, RegistryUnavailable, converter_for, to_json_text)
+    REGISTRY_CONVERTERS, STRING_CONVERTER, SUPPORTED_CONVERTERS, json_schemas_enabled)
 from floeline.records.decode import DECODE_COLUMNS, RecordDecoder, decode_batches, needs_python_decode
+from floeline.records.json_text import to_json_text
+from floeline.records.record import Float32
 
 UTC = dt.timezone.utc
 
@@ -49,7 +52,7 @@ class MemoryRegistry:
 
 def settings_for(which, cls, **options):
     out = {f"{which}.converter": cls}
-    if cls in conv.REGISTRY_CONVERTERS:
+    if cls in REGISTRY_CONVERTERS:
         out[f"{which}.converter.schema.registry.url"] = "http://unused"
     out.update({f"{which}.converter.{k.replace('__', '.')}": v for k, v in options.items()})
     return out
@@ -128,34 +131,34 @@ def test_unknown_converter_names_the_key_and_lists_supported():
         converter_for({"value.converter": "com.example.Nope"}, "value")
     message = str(err.value)
     assert "value.converter=com.example.Nope" in message
-    for name in conv.SUPPORTED_CONVERTERS:
+    for name in SUPPORTED_CONVERTERS:
         assert name in message
 
 
 def test_snowflake_converters_are_refused_with_the_replacement():
     with pytest.raises(ConfigError, match="not supported with Snowpipe Streaming.*AvroConverter"):
-        conv.check_converters({"value.converter":
+        check_converters({"value.converter":
                                "com.snowflake.kafka.connector.records.SnowflakeAvroConverter"})
     with pytest.raises(ConfigError, match="key.converter=.*SnowflakeJsonConverter.*JsonConverter"):
-        conv.check_converters({"key.converter":
+        check_converters({"key.converter":
                                "com.snowflake.kafka.connector.records.SnowflakeJsonConverter"})
 
 
 def test_registry_converters_need_a_registry_url():
     with pytest.raises(ConfigError, match="value.converter.schema.registry.url"):
-        conv.check_converters({"value.converter": AVRO_CONVERTER})
+        check_converters({"value.converter": AVRO_CONVERTER})
 
 
 def test_bad_schemas_enable_is_reported():
     with pytest.raises(ConfigError, match="schemas.enable='yes'"):
-        conv.check_converters({"value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "yes"})
+        check_converters({"value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "yes"})
 
 
 def test_json_envelope_is_kafka_connects_default():
-    assert conv.json_schemas_enabled({"value.converter": JSON_CONVERTER}, "value")
-    assert not conv.json_schemas_enabled({"value.converter": JSON_CONVERTER,
+    assert json_schemas_enabled({"value.converter": JSON_CONVERTER}, "value")
+    assert not json_schemas_enabled({"value.converter": JSON_CONVERTER,
                                           "value.converter.schemas.enable": "false"}, "value")
-    assert not conv.json_schemas_enabled({}, "value")  # no converter: plain JSON
+    assert not json_schemas_enabled({}, "value")  # no converter: plain JSON
 
 
 def _config(**settings):
@@ -463,9 +466,9 @@ def test_protobuf_numbers_as_confluents_converter_gives_them():
 
 
 def test_float32_prints_the_shortest_float32_digits():
-    assert to_json_text([conv.Float32(4321.43212890625), conv.Float32(3.0), conv.Float32(1e-45),
-                         conv.Float32(3.4028234663852886e38), conv.Float32(float("nan")),
-                         conv.Float32(1e39)]) == '[4321.432,3.0,1e-45,3.4028235e+38,"NaN","Inf"]'
+    assert to_json_text([Float32(4321.43212890625), Float32(3.0), Float32(1e-45),
+                         Float32(3.4028234663852886e38), Float32(float("nan")),
+                         Float32(1e39)]) == '[4321.432,3.0,1e-45,3.4028235e+38,"NaN","Inf"]'
     c = converter_for({"value.converter": JSON_CONVERTER}, "value")  # Connect's FLOAT32 schema
     assert to_json_text(c.convert(_envelope({"type": "float32"}, 4321.43212890625)).value) == "4321.432"
 
@@ -640,8 +643,9 @@ def test_avro_with_a_schema_given_in_the_config():
     import fastavro
 
     from floeline.errors import ConfigError
-    from floeline.records.converters import (
-        AVRO_CONVERTER, ConverterError, check_converters, converter_for)
+    from floeline.records.converters.base import ConverterError
+    from floeline.records.converters.factory import check_converters, converter_for
+    from floeline.records.converters.specs import AVRO_CONVERTER
 
     schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
                                                         {"name": "tag", "type": "string"}]}

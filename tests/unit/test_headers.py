@@ -11,8 +11,9 @@ from decimal import Decimal
 import pytest
 
 from floeline.errors import ConfigError
-from floeline.records.converters import (
-    BYTES_CONVERTER, JSON_CONVERTER, STRING_CONVERTER, ConverterError, to_json_text)
+from floeline.records.converters.base import ConverterError
+from floeline.records.converters.specs import BYTES_CONVERTER, JSON_CONVERTER, STRING_CONVERTER
+from floeline.records.json_text import to_json_text
 from floeline.records.header_values import parse_header_text
 from floeline.records.headers import (
     SIMPLE_HEADER_CONVERTER, HeaderRules, header_rules, headers_json, java_text)

@@ -12,7 +12,9 @@ from floeline.ingest.snowpipe_sink import SnowpipeSink
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import Tables
 from floeline.ops.metrics import ConnectorMetrics
-from floeline.records import converters as conv
+from floeline.records.converters.avro import ConfigSchemaAvroConverter
+from floeline.records.converters.factory import converter_for
+from floeline.records.converters.specs import AVRO_CONVERTER
 from floeline.records.avro_schema import column_types
 from floeline.records.decode import needs_python_decode, transform_chain_for
 from floeline.records.headers import header_rules
@@ -67,7 +69,7 @@ class Pipeline:
         converter = self._schema_converter
         if converter is None:
             return {}
-        if isinstance(converter, conv.ConfigSchemaAvroConverter):
+        if isinstance(converter, ConfigSchemaAvroConverter):
             return column_types(converter.schema)
         declared: dict[str, str] = {}
         for schema_id in sorted(schema_ids):
@@ -76,9 +78,9 @@ class Pipeline:
 
     @cached_property
     def _schema_converter(self):
-        if self.config.value_converter != conv.AVRO_CONVERTER or self.transforms is not None:
+        if self.config.value_converter != AVRO_CONVERTER or self.transforms is not None:
             return None
-        return conv.converter_for(self.config.raw, "value")
+        return converter_for(self.config.raw, "value")
 
     def table_ref(self, route: str) -> TableRef:
         """The table records of `route` (after transforms such as RegexRouter) go to."""

@@ -48,7 +48,10 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from floeline.errors import ConfigError, batch_failure_kind
-from floeline.records import converters as conv
+from floeline.records.converters.factory import check_converters, converter_for
+from floeline.records.converters.specs import (
+    JSON_CONVERTER, KEY_STAGE, STRING_CONVERTER, VALUE_STAGE, json_schemas_enabled)
+from floeline.records.json_text import to_json_text
 from floeline.records.headers import HEADER_STAGE, STRUCTURED_KEY, header_rules, headers_json
 from floeline.records.record import Record
 
@@ -79,9 +82,9 @@ def needs_python_decode(config: ConnectorConfig) -> bool:
     (RECORD_METADATA.key is the key's text; a JSON key is stored as its JSON value),
     and there are no transforms."""
     raw = config.raw
-    value_plain = (config.value_converter in (None, conv.JSON_CONVERTER)
-                   and not conv.json_schemas_enabled(raw, "value"))
-    key_plain = config.key_converter in (None, conv.STRING_CONVERTER)
+    value_plain = (config.value_converter in (None, JSON_CONVERTER)
+                   and not json_schemas_enabled(raw, "value"))
+    key_plain = config.key_converter in (None, STRING_CONVERTER)
     return not (value_plain and key_plain and not has_transforms(raw))
 
 
@@ -111,7 +114,7 @@ def decode_frame(df: DataFrame, config: ConnectorConfig) -> DataFrame:
     settings = {k: v for k, v in config.raw.items()
                 if k.startswith(("key.converter", "value.converter", "header.converter",
                                  STRUCTURED_KEY, "transforms", "predicates"))}
-    conv.check_converters(settings)
+    check_converters(settings)
     transform_chain_for(settings)  # config errors surface here, on the driver
     types = {"string": StringType(), "int": IntegerType(), "boolean": BooleanType()}
     schema = StructType(list(df.schema.fields)
@@ -168,8 +171,8 @@ class RecordDecoder:
     """Converters, header rules and transform chain of one connector, built once per task."""
 
     def __init__(self, settings: Mapping[str, str], registry=None):
-        self.key = conv.converter_for(settings, "key", registry)
-        self.value = conv.converter_for(settings, "value", registry)
+        self.key = converter_for(settings, "key", registry)
+        self.value = converter_for(settings, "value", registry)
         self.headers = header_rules(settings)
         self.chain = transform_chain_for(settings)
 
@@ -177,11 +180,11 @@ class RecordDecoder:
                timestamp_type: int, key: bytes | None, value: bytes | None,
                headers: list[tuple[str, bytes | None]]) -> tuple:
         """One record -> the decode columns' values, in DECODE_COLUMNS order."""
-        stage = conv.KEY_STAGE
+        stage = KEY_STAGE
         schema_id = None
         try:
             key_value = self.key.convert(key).value
-            stage = conv.VALUE_STAGE
+            stage = VALUE_STAGE
             converted = self.value.convert(value)
             schema_id = converted.schema_id
             stage = HEADER_STAGE
@@ -195,10 +198,10 @@ class RecordDecoder:
                 if out is None:
                     return (topic, None, None, None, schema_id, True, None, None, None, None, None)
                 record = out
-            stage = conv.VALUE_STAGE  # rendering the value as JSON text
-            value_json = None if record.value is None else conv.to_json_text(record.value)
-            stage = conv.KEY_STAGE
-            key_json = None if record.key is None else conv.to_json_text(record.key)
+            stage = VALUE_STAGE  # rendering the value as JSON text
+            value_json = None if record.value is None else to_json_text(record.value)
+            stage = KEY_STAGE
+            key_json = None if record.key is None else to_json_text(record.key)
             stage = HEADER_STAGE
             headers_json = self.headers.render(record.headers)
             return (record.topic, key_json, headers_json, value_json, schema_id, False,

@@ -32,13 +32,17 @@ from functools import cached_property
 from typing import Any
 
 from floeline.errors import ConfigError
-from floeline.records import converters as conv
+from floeline.records.converters.base import ConverterError
+from floeline.records.converters.connect_json import JsonConverter
+from floeline.records.converters.specs import BYTES_CONVERTER, JSON_CONVERTER, STRING_CONVERTER
+from floeline.records.converters.text_and_bytes import StringConverter
+from floeline.records.json_text import to_json_text
 from floeline.records.header_values import parse_header_text
 from floeline.records.record import java_number_text
 
 SIMPLE_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
-HEADER_CONVERTERS = (SIMPLE_HEADER_CONVERTER, conv.STRING_CONVERTER, conv.BYTES_CONVERTER,
-                     conv.JSON_CONVERTER)
+HEADER_CONVERTERS = (SIMPLE_HEADER_CONVERTER, STRING_CONVERTER, BYTES_CONVERTER,
+                     JSON_CONVERTER)
 HEADER_STAGE = "header converter"
 STRUCTURED_KEY = "snowflake.feature.structured.headers"
 
@@ -60,7 +64,7 @@ class HeaderRules:
     @property
     def text_is_exact(self) -> bool:
         """True when every header is written as its UTF-8 text (so SQL can write them)."""
-        return self.converter == conv.STRING_CONVERTER and self.encoding.upper() in ("UTF-8", "UTF8")
+        return self.converter == STRING_CONVERTER and self.encoding.upper() in ("UTF-8", "UTF8")
 
     def plain_sql(self, value: str) -> str:
         """SQL: TRUE when the header value `value` (binary) is written as its text."""
@@ -97,18 +101,18 @@ class HeaderRules:
         data = bytes(data)
         if self.converter == SIMPLE_HEADER_CONVERTER:
             return parse_header_text(data.decode("utf-8", errors="replace"))
-        if self.converter == conv.STRING_CONVERTER:
-            return data.decode(conv.StringConverter(self.encoding).encoding, errors="replace")
-        if self.converter == conv.BYTES_CONVERTER:
+        if self.converter == STRING_CONVERTER:
+            return data.decode(StringConverter(self.encoding).encoding, errors="replace")
+        if self.converter == BYTES_CONVERTER:
             return data
         try:
             return self._json.convert(data).value
-        except conv.ConverterError as exc:
-            raise conv.ConverterError(f"{exc.reason} (header {name!r})", HEADER_STAGE) from None
+        except ConverterError as exc:
+            raise ConverterError(f"{exc.reason} (header {name!r})", HEADER_STAGE) from None
 
     @cached_property
-    def _json(self) -> conv.JsonConverter:
-        converter = conv.JsonConverter(self.json_schemas)
+    def _json(self) -> JsonConverter:
+        converter = JsonConverter(self.json_schemas)
         converter.stage = HEADER_STAGE
         return converter
 
@@ -120,7 +124,7 @@ class HeaderRules:
         values = {name: value for name, value in headers}
         if not self.structured:
             values = {name: None if v is None else java_text(v) for name, v in values.items()}
-        return conv.to_json_text(values)
+        return to_json_text(values)
 
 
 def header_rules(settings: Mapping[str, str]) -> HeaderRules:
@@ -137,7 +141,7 @@ def header_rules(settings: Mapping[str, str]) -> HeaderRules:
                               f"true, false")
         flags[key] = text == "true"
     encoding = (settings.get("header.converter.encoding") or "UTF-8").strip()
-    conv.StringConverter(encoding)  # a ConfigError for an unknown character set
+    StringConverter(encoding)  # a ConfigError for an unknown character set
     return HeaderRules(converter, flags[STRUCTURED_KEY], flags["header.converter.schemas.enable"],
                        encoding)
 
@@ -147,7 +151,7 @@ def headers_json(rules: HeaderRules, headers) -> tuple[str | None, str | None]:
     bytes) pairs, or (None, why) when the header converter rejects one."""
     try:
         return rules.render([(name, rules.convert(name, value)) for name, value in headers or ()]), None
-    except conv.ConverterError as exc:
+    except ConverterError as exc:
         return None, exc.reason
 
 
@@ -178,7 +182,7 @@ def java_text(value: Any) -> str:
             return "{" + ", ".join(f"{k}={java_text(v)}" for k, v in value.items()) + "}"
         return java_text([[k, v] for k, v in value.items()])
     if isinstance(value, (dt.date, dt.time)):
-        return conv.to_json_text(value).strip('"')
+        return to_json_text(value).strip('"')
     return str(value)
 
 

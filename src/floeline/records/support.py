@@ -3,7 +3,7 @@ are configured completely, so a config error never shows up as a bad record."""
 
 from __future__ import annotations
 
-from floeline.records.converters import check_converters
+from floeline.records.converters.factory import check_converters
 from floeline.records.decode import transform_chain_for
 from floeline.records.headers import header_rules
 
