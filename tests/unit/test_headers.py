@@ -1,5 +1,5 @@
-"""RECORD_METADATA.headers rules (headers.py) and SimpleHeaderConverter's parse
-(header_values.py), without Spark. The expected values were checked against Kafka
+"""RECORD_METADATA.headers rules (header_rules.py) and SimpleHeaderConverter's parse
+(simple_header_converter.py), without Spark. The expected values were checked against Kafka
 Connect 4.1.2's SimpleHeaderConverter."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from floeline.errors import ConfigError
 from floeline.records.converters.base import ConverterError
 from floeline.records.converters.specs import BYTES_CONVERTER, JSON_CONVERTER, STRING_CONVERTER
 from floeline.records.json_text import to_json_text
-from floeline.records.header_values import parse_header_text
-from floeline.records.headers import (
+from floeline.records.simple_header_converter import parse_header_text
+from floeline.records.header_rules import (
     SIMPLE_HEADER_CONVERTER, HeaderRules, header_rules, headers_json, java_text)
 from floeline.records.record import Float32
 

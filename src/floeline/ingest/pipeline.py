@@ -17,7 +17,7 @@ from floeline.records.converters.factory import converter_for
 from floeline.records.converters.specs import AVRO_CONVERTER
 from floeline.records.avro_schema import column_types
 from floeline.records.decode import needs_python_decode, transform_chain_for
-from floeline.records.headers import header_rules
+from floeline.records.header_rules import header_rules
 from floeline.records.support import check_supported
 from floeline.records.transforms.chain import routed_topic
 from floeline.sources.base import Committed

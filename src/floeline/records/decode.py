@@ -10,7 +10,7 @@ Python, in Kafka Connect's order:
 
   key bytes     -> key converter    -> Record.key
   value bytes   -> value converter  -> Record.value (+ schema_id)
-  header bytes  -> header converter -> Record.headers (headers.py)
+  header bytes  -> header converter -> Record.headers (header_rules.py)
   Record        -> transforms (SMTs) -> Record | None (None: dropped by a filter)
   Record        -> to_json_text; RECORD_METADATA's key and headers as JSON
 
@@ -52,7 +52,7 @@ from floeline.records.converters.factory import check_converters, converter_for
 from floeline.records.converters.specs import (
     JSON_CONVERTER, KEY_STAGE, STRING_CONVERTER, VALUE_STAGE, json_schemas_enabled)
 from floeline.records.json_text import to_json_text
-from floeline.records.headers import HEADER_STAGE, STRUCTURED_KEY, header_rules, headers_json
+from floeline.records.header_rules import HEADER_STAGE, STRUCTURED_KEY, header_rules, headers_json
 from floeline.records.record import Record
 
 if TYPE_CHECKING:

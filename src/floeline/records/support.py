@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from floeline.records.converters.factory import check_converters
 from floeline.records.decode import transform_chain_for
-from floeline.records.headers import header_rules
+from floeline.records.header_rules import header_rules
 
 
 def check_supported(config) -> None:

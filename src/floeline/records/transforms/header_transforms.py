@@ -14,7 +14,7 @@ class DropHeaders:
 
 class InsertHeader:
     """Add a header with a literal value: the text, which Kafka Connect parses as its
-    SimpleHeaderConverter does whatever the header converter (headers.py)."""
+    SimpleHeaderConverter does whatever the header converter (header_rules.py)."""
 
     def __init__(self, opts):
         self.name = opts.string("header")

@@ -4,7 +4,7 @@ Kafka Connect turns each header's bytes into a value with the worker's
 `header.converter` before the connector sees the record:
 
   SimpleHeaderConverter (Connect's default)   infers a value from the text
-                                              (header_values.py): `42` -> 42, `{}` -> []
+                                              (simple_header_converter.py): `42` -> 42, `{}` -> []
   StringConverter                             the text as it is
   ByteArrayConverter                          the bytes (written as base64)
   JsonConverter                               the JSON value (`header.converter.schemas.enable`,
@@ -37,7 +37,7 @@ from floeline.records.converters.connect_json import JsonConverter
 from floeline.records.converters.specs import BYTES_CONVERTER, JSON_CONVERTER, STRING_CONVERTER
 from floeline.records.converters.text_and_bytes import StringConverter
 from floeline.records.json_text import to_json_text
-from floeline.records.header_values import parse_header_text
+from floeline.records.simple_header_converter import parse_header_text
 from floeline.records.record import java_number_text
 
 SIMPLE_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
