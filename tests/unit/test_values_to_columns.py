@@ -9,7 +9,7 @@ from sqlglot import exp
 from floeline.errors import SqlError
 from floeline.records.values_to_columns import always_fits, logical_type
 from floeline.sql.types import declared_type, snowflake_type
-from floeline.warehouse.tables import Column
+from floeline.records.columns import Column
 
 
 def declared(sql_type: str) -> str:

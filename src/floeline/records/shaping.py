@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import values_to_columns
+from floeline.records.columns import METADATA_COLUMN, Column, TableSchema, stores_json
 from floeline.records.content import has_key_sql, key_value_sql, parse_object_schema, sql_string
-from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema, stores_json
 
 CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
 # The record's source columns every shaped row carries (as _src_*), for bad records.

@@ -34,7 +34,7 @@ from floeline.warehouse import load_history, stages, tables
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.stage_paths import inside_stage
 from floeline.warehouse.pipes import Pipe, PipeColumn
-from floeline.warehouse.tables import TableSchema
+from floeline.records.columns import TableSchema
 
 ON_ERROR = ("ABORT_STATEMENT", "CONTINUE", "SKIP_FILE")
 _VARIANT_TYPES = ("variant",)

@@ -21,7 +21,7 @@ from floeline.sql.transform import compile_select
 from floeline.sql.types import declared_type, snowflake_type, spark_type
 from floeline.warehouse import pipes, tables
 from floeline.warehouse.catalog import TableRef, Warehouse
-from floeline.warehouse.tables import Column
+from floeline.records.columns import Column
 
 DEFAULT_DATABASE, DEFAULT_SCHEMA = "FLOELINE", "PUBLIC"
 _DEFAULT_PIPE_TEXT = "default pipe: first-level keys -> columns by name (case-insensitive)"
