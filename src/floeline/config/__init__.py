@@ -25,7 +25,7 @@ from floeline.config.files import parse_properties, settings_from_json
 from floeline.config.kafka_security import KafkaSecurity
 from floeline.config.kinesis import KinesisSettings
 from floeline.errors import ConfigError, NamingError
-from floeline.naming import TopicTableMap, normalize_identifier
+from floeline.naming import DEFAULT_DATABASE, DEFAULT_SCHEMA, TopicTableMap, normalize_identifier
 from floeline.retry import RetryPolicy, policy_from_settings
 from floeline.warehouse import storage
 from floeline.warehouse.storage import S3Settings
@@ -36,8 +36,6 @@ __all__ = ["ConnectorConfig", "KinesisSettings", "MetadataFlags", "MetricsSettin
 DEFAULT_BOOTSTRAP = "localhost:9092"
 DEFAULT_WAREHOUSE = "./warehouse"
 DEFAULT_SPARK_MASTER = "local[2]"
-DEFAULT_DATABASE = "FLOELINE"
-DEFAULT_SCHEMA = "PUBLIC"
 
 # Keys floeline turns into ConnectorConfig fields.
 TYPED_KEYS = frozenset({

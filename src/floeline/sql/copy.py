@@ -26,7 +26,7 @@ from sqlglot import exp
 from floeline.errors import SqlError
 from floeline.ingest.file_load import load_files
 from floeline.records.file_formats import FileFormat
-from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
+from floeline.naming import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.sql.stage_ddl import StageRef, options_of, parse_stage_ref, value_of
 from floeline.sql.statements import Name, Statement, select_item_texts, table_name
 from floeline.sql.transform import compile_stage_select
