@@ -50,7 +50,7 @@ def _show_kafka_routes(config) -> None:
             topics = sorted(cluster.partitions(pattern=config.topics_regex))
         except FloelineError as exc:
             print(f"(cannot list matching topics: {exc})", file=sys.stderr)
-    chain = transform_chain_for(config.raw)
+    chain = transform_chain_for(config.decoding.transforms)
     for topic in topics:
         routed = routed_topic(chain, topic)
         table = display_identifier(table_for_topic(routed, config.topic_map,

@@ -7,11 +7,10 @@ from decimal import Decimal
 
 import pytest
 
+from floeline.config.decoding import SUPPORTED_PREDICATES, SUPPORTED_TRANSFORMS
 from floeline.errors import ConfigError, RecordError, TransformError
 from floeline.records.record import Record
 from floeline.records.transforms.chain import TransformChain, transform_chain
-from floeline.records.transforms.registry import (
-    SUPPORTED_PREDICATES, SUPPORTED_TRANSFORMS)
 
 T = "org.apache.kafka.connect.transforms."
 P = T + "predicates."

@@ -14,7 +14,7 @@ from floeline.ingest.table_state import Tables
 from floeline.ops.metrics import ConnectorMetrics
 from floeline.records.converters.avro import ConfigSchemaAvroConverter
 from floeline.records.converters.factory import converter_for
-from floeline.records.converters.specs import AVRO_CONVERTER
+from floeline.config.decoding import AVRO_CONVERTER
 from floeline.records.avro_schema import column_types
 from floeline.records.decode import needs_python_decode, transform_chain_for
 from floeline.records.header_rules import header_rules
@@ -32,9 +32,9 @@ class Pipeline:
         self.config, self.spark, self.source = config, spark, source
         self.decode = needs_python_decode(config)  # converters/transforms run in Python
         # header.converter: without a decode stage, can SQL write every header's text?
-        self.headers_check = header_rules(config.raw).headers_check_sql() if source.has_headers else None
+        self.headers_check = header_rules(config.decoding.headers).headers_check_sql() if source.has_headers else None
         self.headers_in_sql = not self.decode and self.headers_check is None
-        self.transforms = transform_chain_for(config.raw)
+        self.transforms = transform_chain_for(config.decoding.transforms)
         self.warehouse = Warehouse(config.warehouse, config.warehouse_s3)
         # Spark reads and writes the tables and its checkpoint: on S3, the buckets' settings.
         self.warehouse.prepare_spark(spark, config.checkpoint_dir)
@@ -80,7 +80,7 @@ class Pipeline:
     def _schema_converter(self):
         if self.config.value_converter != AVRO_CONVERTER or self.transforms is not None:
             return None
-        return converter_for(self.config.raw, "value")
+        return converter_for(self.config.decoding.value, policy=self.config.retry, own_registry=True)
 
     def table_ref(self, route: str) -> TableRef:
         """The table records of `route` (after transforms such as RegexRouter) go to."""

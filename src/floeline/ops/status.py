@@ -76,7 +76,7 @@ def connector_status(config) -> ConnectorStatus:
     source = source_for(config)
     warehouse = Warehouse(config.warehouse, config.warehouse_s3)
     files = warehouse.storage
-    chain = transform_chain_for(config.raw)
+    chain = transform_chain_for(config.decoding.transforms)
     try:
         channels = source.channels()
         routes = {c.route for c in channels}

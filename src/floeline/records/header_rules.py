@@ -26,25 +26,19 @@ import base64
 import datetime as dt
 import decimal
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from floeline.errors import ConfigError
+from floeline.config.decoding import BYTES_CONVERTER, SIMPLE_HEADER_CONVERTER, STRING_CONVERTER, HeaderSpec
 from floeline.records.converters.base import ConverterError
 from floeline.records.converters.connect_json import JsonConverter
-from floeline.records.converters.specs import BYTES_CONVERTER, JSON_CONVERTER, STRING_CONVERTER
 from floeline.records.converters.text_and_bytes import StringConverter
 from floeline.records.json_text import to_json_text
-from floeline.records.simple_header_converter import parse_header_text
 from floeline.records.record import java_number_text
+from floeline.records.simple_header_converter import parse_header_text
 
-SIMPLE_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
-HEADER_CONVERTERS = (SIMPLE_HEADER_CONVERTER, STRING_CONVERTER, BYTES_CONVERTER,
-                     JSON_CONVERTER)
 HEADER_STAGE = "header converter"
-STRUCTURED_KEY = "snowflake.feature.structured.headers"
 
 # Java regexes, as Spark SQL string literals. A header value SimpleHeaderConverter keeps
 # as its text: no delimiter of its grammar, not a number, time or date (a digit, + or -
@@ -55,11 +49,9 @@ _SIMPLE_PRINTED_AS_IS = r"""'^(true|false|0|-?[1-9][0-9]{0,17})$'"""
 
 
 @dataclass(frozen=True)
-class HeaderRules:
-    converter: str  # the header.converter class
-    structured: bool  # snowflake.feature.structured.headers
-    json_schemas: bool = True  # header.converter.schemas.enable (JsonConverter)
-    encoding: str = "UTF-8"  # header.converter.encoding (StringConverter)
+class HeaderRules(HeaderSpec):
+    """The header settings the config read (HeaderSpec), and what they mean: how each
+    header's bytes convert, and how RECORD_METADATA.headers is written (SQL or Python)."""
 
     @property
     def text_is_exact(self) -> bool:
@@ -127,23 +119,9 @@ class HeaderRules:
         return to_json_text(values)
 
 
-def header_rules(settings: Mapping[str, str]) -> HeaderRules:
-    """The connector's header rules; a ConfigError names a bad setting and the fix."""
-    converter = (settings.get("header.converter") or "").strip() or SIMPLE_HEADER_CONVERTER
-    if converter not in HEADER_CONVERTERS:
-        raise ConfigError(f"header.converter={converter} is not a header converter floeline "
-                          f"knows; supported: {', '.join(HEADER_CONVERTERS)}")
-    flags = {}
-    for key, default in ((STRUCTURED_KEY, "false"), ("header.converter.schemas.enable", "true")):
-        text = (settings.get(key) or default).strip().lower()
-        if text not in ("true", "false"):
-            raise ConfigError(f"{key}={settings.get(key)!r} is not a boolean; accepted values: "
-                              f"true, false")
-        flags[key] = text == "true"
-    encoding = (settings.get("header.converter.encoding") or "UTF-8").strip()
-    StringConverter(encoding)  # a ConfigError for an unknown character set
-    return HeaderRules(converter, flags[STRUCTURED_KEY], flags["header.converter.schemas.enable"],
-                       encoding)
+def header_rules(spec: HeaderSpec) -> HeaderRules:
+    """The rules of the connector's header settings (checked when the config was read)."""
+    return HeaderRules(spec.converter, spec.structured, spec.json_schemas, spec.encoding)
 
 
 def headers_json(rules: HeaderRules, headers) -> tuple[str | None, str | None]:

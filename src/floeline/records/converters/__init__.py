@@ -22,13 +22,15 @@ conflicts with the dead-letter queue); the message names the community converter
 use instead.
 
 Schemas of the Confluent formats come from the schema registry named by
-`<key|value>.converter.schema.registry.url` (GET /schemas/ids/{id}); the registry client
-and every parsed schema are cached per process. A record that cannot be converted
+`<key|value>.converter.schema.registry.url` (GET /schemas/ids/{id}); a registry client
+caches every parsed schema (on executors, one client per worker process and registry
+spec). A record that cannot be converted
 raises ConverterError with its stage ('key converter' / 'value converter') and the
 reason; never a silent NULL.
 
-Modules: specs (class names, stages, reading `<key|value>.converter.*`), factory (checking
-the settings, building a converter), base (Converter, Converted, the errors),
+The settings are read and checked with the config (config/decoding.py: the class names,
+ConverterSpec). Modules: factory (a spec -> its converter), base (Converter, Converted,
+the errors, the stage names),
 text_and_bytes, connect_json, wire_format (Confluent framing, the registry-backed
 converter base), avro, protobuf, json_schema, schema_registry (the HTTP client with its
 retries). A value -> JSON text is records/json_text.py.

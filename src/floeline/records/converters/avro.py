@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
 from typing import Any
 
-from floeline.errors import ConfigError
 from floeline.records.avro_schema import plain_value
 from floeline.records.converters.base import Converted, Converter, ConverterError
-from floeline.records.converters.specs import Which, converter_option
 from floeline.records.converters.wire_format import RegistryConverter
 
 
@@ -71,18 +68,6 @@ class AvroConverter(RegistryConverter):
             raise self.error(f"corrupt Avro (does not match {self._where(schema_id)}): "
                              f"{left} bytes left over after the record")
         return plain_value(schema, value)
-
-
-def config_avro_schema(settings: Mapping[str, str], which: Which) -> Any:
-    """The parsed writer schema of `<which>.converter.avro.schema`."""
-    import fastavro
-
-    key = f"{which}.converter.avro.schema"
-    try:
-        return fastavro.parse_schema(json.loads(converter_option(settings, which, "avro.schema")))
-    except Exception as exc:
-        raise ConfigError(f"{key} is not a valid Avro schema (JSON): {type(exc).__name__}: "
-                          f"{exc}") from None
 
 
 class ConfigSchemaAvroConverter(Converter):

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from floeline.errors import RecordError, ServiceUnavailable
-from floeline.records.converters.specs import VALUE_STAGE
+
+KEY_STAGE = "key converter"
+VALUE_STAGE = "value converter"
+STAGES = {"key": KEY_STAGE, "value": VALUE_STAGE}
 
 
 class ConverterError(RecordError):

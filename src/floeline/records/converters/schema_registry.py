@@ -9,13 +9,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
 from typing import Any
 
 from floeline import retry
+from floeline.config.decoding import ConverterSpec
 from floeline.errors import ConfigError, RetriesExhausted
 from floeline.records.converters.base import ConverterError, RegistryUnavailable
-from floeline.records.converters.specs import Which, converter_class, converter_option
 
 
 _TIMEOUT_S = 10
@@ -115,29 +114,30 @@ def _registry_message(exc: urllib.error.HTTPError) -> str:
         return ""
 
 
-_CLIENTS: dict[tuple[str, str | None], SchemaRegistryClient] = {}
-_CLIENTS_LOCK = threading.Lock()
+# Executor-side cache: Spark reuses a Python worker across tasks and batches, so one
+# client per registry spec keeps the schemas it parsed (a record fetches its schema
+# once per worker, not once per batch). Keyed by everything that makes the client (URLs,
+# credentials, retry policy), so connectors with different specs never share or change
+# each other's client. The driver does not use it: its converters own their client.
+_WORKER_CLIENTS: dict[tuple[str, str | None, retry.RetryPolicy], SchemaRegistryClient] = {}
+_WORKER_CLIENTS_LOCK = threading.Lock()
 
 
-def registry_client(urls: str, user_info: str | None = None,
-                    policy: retry.RetryPolicy = retry.DEFAULT) -> SchemaRegistryClient:
-    """The process-wide client (and so the schema cache) for these registry URLs,
-    retrying with the latest connector's `policy`."""
-    with _CLIENTS_LOCK:
-        key = (urls, user_info)
-        if key not in _CLIENTS:
-            _CLIENTS[key] = SchemaRegistryClient(urls, user_info, policy)
-        _CLIENTS[key].policy = policy
-        return _CLIENTS[key]
-
-
-def registry_for(settings: Mapping[str, str], which: Which) -> SchemaRegistryClient:
-    url = converter_option(settings, which, "schema.registry.url")
+def registry_for(spec: ConverterSpec, policy: retry.RetryPolicy = retry.DEFAULT,
+                 shared: bool = True) -> SchemaRegistryClient:
+    """The schema registry client of a converter spec: the worker process's client for
+    this spec (`shared`), or a new one its caller owns."""
+    url = spec.option("schema.registry.url")
     if url is None:
-        raise ConfigError(f"{which}.converter={converter_class(settings, which)} needs "
-                          f"{which}.converter.schema.registry.url")
+        raise ConfigError(f"{spec.key}={spec.class_name} needs {spec.key}.schema.registry.url")
     user_info = None
-    if (converter_option(settings, which, "basic.auth.credentials.source") or "").upper() == "USER_INFO":
-        user_info = converter_option(settings, which, "basic.auth.user.info") \
-            or converter_option(settings, which, "schema.registry.basic.auth.user.info")
-    return registry_client(url, user_info, retry.policy_from_settings(settings))
+    if (spec.option("basic.auth.credentials.source") or "").upper() == "USER_INFO":
+        user_info = spec.option("basic.auth.user.info") \
+            or spec.option("schema.registry.basic.auth.user.info")
+    if not shared:
+        return SchemaRegistryClient(url, user_info, policy)
+    key = (url, user_info, policy)
+    with _WORKER_CLIENTS_LOCK:
+        if key not in _WORKER_CLIENTS:
+            _WORKER_CLIENTS[key] = SchemaRegistryClient(url, user_info, policy)
+        return _WORKER_CLIENTS[key]

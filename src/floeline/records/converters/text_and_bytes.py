@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from floeline.config.decoding import java_charset
 from floeline.errors import ConfigError
 from floeline.records.converters.base import Converted, Converter
 
@@ -16,8 +17,7 @@ class StringConverter(Converter):
 
     def __init__(self, encoding: str = "UTF-8"):
         try:
-            self.encoding = "".join(encoding.split()).replace("_", "-")
-            "".encode(self.encoding)
+            self.encoding = java_charset(encoding)
         except LookupError:
             raise ConfigError(f"converter.encoding={encoding!r} is not a known character set; "
                               f"use e.g. UTF-8") from None

@@ -3,15 +3,14 @@ per record; and the topic a source topic is routed as."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 
+from floeline.config.decoding import PluginSpec, TransformChainSpec, read_transform_chain_spec
 from floeline.errors import ConfigError, TransformError
 from floeline.records.record import Record
 from floeline.records.transforms.base import TransformFailure
 from floeline.records.transforms.options import PluginOptions
-from floeline.records.transforms.registry import (
-    PACKAGE, PREDICATE_CLASSES, PREDICATES_PACKAGE, SHORT_NAMES, TRANSFORM_CLASSES)
+from floeline.records.transforms.registry import PREDICATE_CLASSES, TRANSFORM_CLASSES
 
 
 class _Stage:
@@ -71,109 +70,62 @@ class TransformChain:
 
 
 def transform_chain(settings: Mapping[str, str]) -> TransformChain:
-    """Build the chain from raw connector settings (`transforms`, `transforms.<alias>.*`,
-    `predicates`, `predicates.<p>.*`); raise one ConfigError listing every problem."""
+    """Build the chain from connector settings (`transforms`, `transforms.<alias>.*`,
+    `predicates`, `predicates.<p>.*`); raise one ConfigError listing every problem, of
+    the wiring (config/decoding.py) and of each transform's options."""
     problems: list[str] = []
-    predicate_aliases = _aliases(settings, "predicates", problems)
-    predicates = {}
-    for alias in predicate_aliases:
-        built = _build_plugin(settings, "predicates", alias, problems)
-        if built is not None:
-            predicates[alias] = built[1]
-    stages = []
-    for alias in _aliases(settings, "transforms", problems):
-        built = _build_plugin(settings, "transforms", alias, problems)
-        gate = _predicate_of(settings, alias, predicate_aliases, predicates, problems)
-        if built is not None and gate is not None:
-            class_name, transform = built
-            stages.append(_Stage(alias, class_name, transform, *gate))
+    chain = build_chain(read_transform_chain_spec(settings, problems), problems)
+    _raise_problems(problems)
+    return chain
+
+
+def chain_for(spec: TransformChainSpec) -> TransformChain:
+    """The chain of a spec the config read (its wiring checked); raise one ConfigError
+    listing every problem of the transforms' own options."""
+    problems: list[str] = []
+    chain = build_chain(spec, problems)
+    _raise_problems(problems)
+    return chain
+
+
+def _raise_problems(problems: list[str]) -> None:
     if problems:
         count = len(problems)
         lines = "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(f"invalid transforms config ({count} problem{'s' * (count > 1)}):\n{lines}")
+
+
+def build_chain(spec: TransformChainSpec, problems: list[str]) -> TransformChain:
+    """The chain of `spec`; the problems of each alias's options are appended to
+    `problems` (an alias with a problem is left out)."""
+    predicates = {}
+    for plugin in spec.predicates:
+        built = _build_plugin(plugin, problems)
+        if built is not None:
+            predicates[plugin.alias] = built
+    stages = []
+    for plugin in spec.transforms:
+        transform = _build_plugin(plugin, problems)
+        if transform is None or (plugin.predicate is not None and plugin.predicate not in predicates):
+            continue
+        gate = predicates.get(plugin.predicate) if plugin.predicate is not None else None
+        stages.append(_Stage(plugin.alias, plugin.short_name, transform, gate, plugin.predicate, plugin.negate))
     return TransformChain(tuple(stages))
 
 
-def _aliases(settings: Mapping[str, str], family: str, problems: list[str]) -> list[str]:
-    listed = [a.strip() for a in (settings.get(family) or "").split(",") if a.strip()]
-    for alias in sorted({a for a in listed if listed.count(a) > 1}):
-        problems.append(f"{family} lists the alias {alias!r} more than once")
-    return list(dict.fromkeys(listed))
-
-
-def _build_plugin(settings, family: str, alias: str, problems: list[str]):
-    """(short class name, configured object) for one alias, or None after a problem."""
-    type_key = f"{family}.{alias}.type"
-    class_name = (settings.get(type_key) or "").strip()
-    registry = TRANSFORM_CLASSES if family == "transforms" else PREDICATE_CLASSES
-    kind = "transform" if family == "transforms" else "predicate"
-    if not class_name:
-        problems.append(f"missing setting {type_key!r} for the {kind} alias {alias!r} listed in {family}")
-        return None
-    entry = registry.get(class_name) or registry.get(SHORT_NAMES.get(class_name, ""))
-    if entry is None:
-        problems.append(_unknown_class(type_key, alias, class_name, registry, kind))
-        return None
-    full_name, (cls, side) = _full_name(class_name), entry
-    short = full_name.rsplit(".", 1)[-1]
-    reserved = ("type", "predicate", "negate") if family == "transforms" else ("type",)
-    opts = PluginOptions(f"{family}.{alias}.", f"{kind} {alias!r} ({short})", settings, reserved)
-    plugin = cls(opts, side) if side is not None else cls(opts)
+def _build_plugin(plugin: PluginSpec, problems: list[str]):
+    """The configured transform or predicate object, or None after a problem."""
+    if plugin.family == "transforms":
+        cls, side = TRANSFORM_CLASSES[plugin.class_name]
+        reserved = ("type", "predicate", "negate")
+    else:
+        cls, side, reserved = PREDICATE_CLASSES[plugin.class_name], None, ("type",)
+    opts = PluginOptions(plugin.prefix, f"{plugin.kind} {plugin.alias!r} ({plugin.short_name})",
+                         dict(plugin.options), reserved)
+    built = cls(opts, side) if side is not None else cls(opts)
     opts.check_unknown()
     problems.extend(opts.problems)
-    return (short, plugin) if not opts.problems else None
-
-
-def _predicate_of(settings, alias, listed, predicates, problems):
-    """(predicate, predicate alias, negate) for transforms.<alias>, or None after a problem."""
-    prefix = f"transforms.{alias}."
-    name = settings.get(prefix + "predicate")
-    negate_text = settings.get(prefix + "negate")
-    negate = False
-    if negate_text is not None:
-        if negate_text.strip().lower() not in ("true", "false"):
-            problems.append(f"{prefix}negate={negate_text!r} is not a boolean; accepted values: true, false")
-            return None
-        negate = negate_text.strip().lower() == "true"
-    if name is None:
-        if negate_text is not None:
-            problems.append(f"{prefix}negate is set but there is no {prefix}predicate defining a "
-                            "predicate to be negated")
-            return None
-        return (None, None, False)
-    name = name.strip()
-    if name not in listed:
-        problems.append(f"{prefix}predicate={name!r} names a predicate that is not listed in predicates "
-                        f"(it lists: {', '.join(listed) or 'nothing'}); add it to predicates and set "
-                        f"predicates.{name}.type")
-        return None
-    if name not in predicates:
-        return None  # its own problem is reported already
-    return (predicates[name], name, negate)
-
-
-def _full_name(class_name: str) -> str:
-    return SHORT_NAMES.get(class_name, class_name)
-
-
-def _unknown_class(type_key, alias, class_name, registry, kind) -> str:
-    base = class_name.rsplit("$", 1)[0]
-    if _full_name(f"{base}$Value") in registry:
-        return (f"{type_key}={class_name}: {kind} {alias!r} must name the $Key or $Value variant, "
-                f"e.g. {_full_name(base + '$Value')}")
-    names = sorted(registry)
-    shorts = sorted(name.rsplit(".", 1)[-1] for name in names)
-    close = difflib.get_close_matches(class_name.rsplit(".", 1)[-1], shorts, n=1, cutoff=0.8)
-    hint = f" (did you mean {_full_name(close[0])}?)" if close else ""
-    other = PREDICATE_CLASSES if kind == "transform" else TRANSFORM_CLASSES
-    if _full_name(class_name) in other:
-        hint = f" (it is a {'predicate' if kind == 'transform' else 'transform'})"
-    bases = sorted({n.rsplit(".", 1)[-1].split("$")[0] + ("$Key/$Value" if "$" in n else "")
-                    for n in names})
-    package = PACKAGE if kind == "transform" else PREDICATES_PACKAGE
-    return (f"{type_key}={class_name}: unknown {kind} class for alias {alias!r}{hint}; floeline "
-            f"supports {package}{{{', '.join(bases)}}}")
-
+    return built if not opts.problems else None
 
 
 def routed_topic(chain: TransformChain | None, topic: str) -> str:

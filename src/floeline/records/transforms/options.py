@@ -13,9 +13,9 @@ class PluginOptions:
     """The settings of one alias, read the way Kafka's ConfigDef reads them (values
     trimmed, lists comma-separated), collecting problems instead of raising."""
 
-    def __init__(self, prefix: str, label: str, settings: Mapping[str, str], reserved=()):
+    def __init__(self, prefix: str, label: str, values: Mapping[str, str], reserved=()):
         self.prefix, self.label = prefix, label
-        self.values = {k[len(prefix):]: v for k, v in settings.items() if k.startswith(prefix)}
+        self.values = dict(values)  # option name (after `prefix`) -> value as given
         self.known = set(reserved)
         self.problems: list[str] = []
 

@@ -1,7 +1,9 @@
-"""The supported transform and predicate classes, by Kafka's class names and short aliases."""
+"""The class that implements each transform and predicate config/decoding.py lists."""
 
 from __future__ import annotations
 
+from floeline.config.decoding import (
+    KEY_OR_VALUE_TRANSFORMS, PREDICATES, PREDICATES_PACKAGE, RECORD_TRANSFORMS, TRANSFORMS_PACKAGE)
 from floeline.records.transforms.cast import Cast
 from floeline.records.transforms.fields import (
     ExtractField, Flatten, HoistField, InsertField, MaskField, ReplaceField, ValueToKey)
@@ -10,24 +12,14 @@ from floeline.records.transforms.predicates import HasHeaderKey, RecordIsTombsto
 from floeline.records.transforms.routing import Filter, RegexRouter, TimestampRouter
 from floeline.records.transforms.timestamps import TimestampConverter
 
-PACKAGE = "org.apache.kafka.connect.transforms."
-PREDICATES_PACKAGE = PACKAGE + "predicates."
+_CLASSES = {cls.__name__: cls for cls in (
+    Cast, ExtractField, Flatten, HoistField, InsertField, MaskField, ReplaceField, TimestampConverter,
+    DropHeaders, Filter, InsertHeader, RegexRouter, TimestampRouter, ValueToKey,
+    HasHeaderKey, RecordIsTombstone, TopicNameMatches)}
 
-TRANSFORM_CLASSES: dict[str, tuple[type, str | None]] = {}
-for _cls in (Cast, ExtractField, Flatten, HoistField, InsertField, MaskField, ReplaceField,
-             TimestampConverter):
-    for _side in ("Key", "Value"):
-        TRANSFORM_CLASSES[f"{PACKAGE}{_cls.__name__}${_side}"] = (_cls, _side.lower())
-for _cls in (DropHeaders, Filter, InsertHeader, RegexRouter, TimestampRouter, ValueToKey):
-    TRANSFORM_CLASSES[PACKAGE + _cls.__name__] = (_cls, None)
-PREDICATE_CLASSES: dict[str, tuple[type, None]] = {
-    PREDICATES_PACKAGE + _cls.__name__: (_cls, None)
-    for _cls in (HasHeaderKey, RecordIsTombstone, TopicNameMatches)}
-
-# Short names: Kafka Connect's own plugin aliases (the simple class names that are
-# unique, e.g. RegexRouter, TopicNameMatches) plus floeline's HoistField$Value style.
-SHORT_NAMES = {name.rsplit(".", 1)[-1]: name for name in [*TRANSFORM_CLASSES, *PREDICATE_CLASSES]}
-
-SUPPORTED_TRANSFORMS = tuple(sorted(TRANSFORM_CLASSES))
-SUPPORTED_PREDICATES = tuple(sorted(PREDICATE_CLASSES))
-del _cls, _side
+# Full Kafka class name -> (class, "key" | "value" | None: the whole record)
+TRANSFORM_CLASSES: dict[str, tuple[type, str | None]] = {
+    **{f"{TRANSFORMS_PACKAGE}{name}${side}": (_CLASSES[name], side.lower())
+       for name in KEY_OR_VALUE_TRANSFORMS for side in ("Key", "Value")},
+    **{TRANSFORMS_PACKAGE + name: (_CLASSES[name], None) for name in RECORD_TRANSFORMS}}
+PREDICATE_CLASSES: dict[str, type] = {PREDICATES_PACKAGE + name: _CLASSES[name] for name in PREDICATES}
