@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from floeline.config.decoding import BYTES_CONVERTER, SIMPLE_HEADER_CONVERTER, STRING_CONVERTER, HeaderSpec
+from floeline.config.decoding import (
+    BYTES_CONVERTER, SIMPLE_HEADER_CONVERTER, STRING_CONVERTER, HeaderSpec)
 from floeline.records.converters.base import ConverterError
 from floeline.records.converters.connect_json import JsonConverter
 from floeline.records.converters.text_and_bytes import StringConverter

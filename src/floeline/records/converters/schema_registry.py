@@ -22,7 +22,7 @@ _TIMEOUT_S = 10
 
 class SchemaRegistryClient:
     """A Confluent schema registry REST client (GET only): /schemas/ids/{id} and
-    /subjects/{subject}/versions/{version}. Answers are cached for the process;
+    /subjects/{subject}/versions/{version}. Answers are cached for the client's life;
     `parsed` caches what converters build from them (parsed Avro schemas, protobuf
     message classes).
 

@@ -7,7 +7,8 @@ from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from floeline.records.transforms.base import KeyOrValueTransform, TransformFailure, require_map, type_name
+from floeline.records.transforms.base import (
+    KeyOrValueTransform, TransformFailure, require_map, type_name)
 from floeline.records.transforms.cast import parse_java_double
 from floeline.records.transforms.java_dates import EPOCH
 from floeline.records.transforms.options import java_split

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from floeline.records.transforms.base import KeyOrValueTransform, TransformFailure, brief, require_map, type_name
+from floeline.records.transforms.base import (
+    KeyOrValueTransform, TransformFailure, brief, require_map, type_name)
 from floeline.records.transforms.java_dates import EPOCH, JavaDateFormat, epoch_ms
 from floeline.records.transforms.options import REQUIRED
 
