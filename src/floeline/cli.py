@@ -35,7 +35,7 @@ def _show_kafka_routes(config) -> None:
     """topic -> DB.SCHEMA.TABLE for each topic (matching topics.regex: those that exist)."""
     from floeline.naming import display_identifier, table_for_topic
     from floeline.records.decode import transform_chain_for
-    from floeline.records.transforms import routed_topic
+    from floeline.records.transforms.chain import routed_topic
 
     topics = list(config.topics)
     if config.kafka_security.protocol != "PLAINTEXT":
@@ -50,7 +50,7 @@ def _show_kafka_routes(config) -> None:
             topics = sorted(cluster.partitions(pattern=config.topics_regex))
         except FloelineError as exc:
             print(f"(cannot list matching topics: {exc})", file=sys.stderr)
-    chain = transform_chain_for(config.raw)
+    chain = transform_chain_for(config.decoding.transforms)
     for topic in topics:
         routed = routed_topic(chain, topic)
         table = display_identifier(table_for_topic(routed, config.topic_map,

@@ -25,6 +25,9 @@ try:  # Python's own regex parser, used only to derive probe strings (see _probe
 except ImportError:  # pragma: no cover - other Python versions: overlap probes are skipped
     _sre = _sre_parse = None
 
+# The database and schema of a name given without them (snowflake.database.name and
+# snowflake.schema.name default to them too).
+DEFAULT_DATABASE, DEFAULT_SCHEMA = "FLOELINE", "PUBLIC"
 MAP_FORMAT = "topic1:table1,topic2:table2"
 
 # A topic used as-is for its table: what the Snowflake connector calls a valid object

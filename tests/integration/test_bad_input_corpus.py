@@ -310,7 +310,7 @@ def _avro_value(schema_id: int, record_id: int) -> bytes:
 def test_kafka_corpus_of_converter_errors_to_the_dlq(kafka, schema_registry, topic_name, make_config,
                                                      run_connector, read_table):
     from floeline import devkafka
-    from floeline.records.converters import AVRO_CONVERTER, JSON_CONVERTER
+    from floeline.config.decoding import AVRO_CONVERTER, JSON_CONVERTER
     from floeline.sources.kafka import produce
     from records_io import consume_all, headers_of, register
 

@@ -18,7 +18,7 @@ import pytest
 
 from floeline import devkafka
 from floeline.errors import RecordError
-from floeline.records.converters import (
+from floeline.config.decoding import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, PROTOBUF_CONVERTER, STRING_CONVERTER)
 from floeline.sources.kafka import produce
 from records_io import (

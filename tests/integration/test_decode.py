@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from floeline.records.converters import AVRO_CONVERTER, PROTOBUF_CONVERTER, STRING_CONVERTER
+from floeline.config.decoding import AVRO_CONVERTER, PROTOBUF_CONVERTER, STRING_CONVERTER
 from floeline.records.decode import decode_frame
 from floeline.sources.kafka import produce
 from records_io import ORDER_PROTO, ORDER_V1, ORDER_V2, avro, proto_class, register, wire

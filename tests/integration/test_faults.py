@@ -19,7 +19,7 @@ from floeline.devprocess import free_port
 from floeline import devkafka, devregistry
 from floeline.config import config_from_dict
 from floeline.devprocess import port_accepts
-from floeline.records.converters import AVRO_CONVERTER
+from floeline.config.decoding import AVRO_CONVERTER
 from floeline.sources.kafka import produce
 from records_io import avro, register, wire
 

@@ -10,9 +10,10 @@ import json
 import pytest
 
 from floeline import devkafka
-from floeline.records.converters import JSON_CONVERTER, to_json_text
-from floeline.records.header_values import parse_header_text
-from floeline.records.headers import SIMPLE_HEADER_CONVERTER, HeaderRules, java_text
+from floeline.config.decoding import JSON_CONVERTER, SIMPLE_HEADER_CONVERTER
+from floeline.records.json_text import to_json_text
+from floeline.records.simple_header_converter import parse_header_text
+from floeline.records.header_rules import HeaderRules, java_text
 from floeline.sources.kafka import produce
 from floeline.sql.script import run_script
 from floeline.warehouse.catalog import Warehouse

@@ -109,8 +109,8 @@ def test_every_column_type_against_each_json_kind(memory_log, make_config, run_m
 
 
 def test_binary_strings_are_hex_in_the_compatibility_mode(spark):
-    from floeline.records.conversion import Forms, forms_sql, value_sql
-    from floeline.warehouse.tables import Column
+    from floeline.records.values_to_columns import Forms, forms_sql, value_sql
+    from floeline.records.columns import Column
 
     column, forms = Column("B", "binary"), Forms("x", "k", "t", "n")
     (kind_text,) = forms_sql(column, forms)

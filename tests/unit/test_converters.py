@@ -18,12 +18,17 @@ import pyarrow as pa
 import pytest
 
 from floeline.config import config_from_dict
-from floeline.errors import ConfigError, RetriesExhausted
-from floeline.records import converters as conv
-from floeline.records.converters import (
+from floeline.config.decoding import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, JSON_SCHEMA_CONVERTER, PROTOBUF_CONVERTER,
-    STRING_CONVERTER, ConverterError, RegistryUnavailable, converter_for, to_json_text)
+    REGISTRY_CONVERTERS, STRING_CONVERTER, SUPPORTED_CONVERTERS, check_converters, converter_spec,
+    decode_spec)
+from floeline.errors import ConfigError, RetriesExhausted
+from floeline.records.converters.base import ConverterError, RegistryUnavailable
+from floeline.records.converters.factory import converter_for
 from floeline.records.decode import DECODE_COLUMNS, RecordDecoder, decode_batches, needs_python_decode
+from floeline.records.json_text import to_json_text
+from floeline.records.record import Float32
+from floeline.retry import policy_from_settings
 
 UTC = dt.timezone.utc
 
@@ -49,7 +54,7 @@ class MemoryRegistry:
 
 def settings_for(which, cls, **options):
     out = {f"{which}.converter": cls}
-    if cls in conv.REGISTRY_CONVERTERS:
+    if cls in REGISTRY_CONVERTERS:
         out[f"{which}.converter.schema.registry.url"] = "http://unused"
     out.update({f"{which}.converter.{k.replace('__', '.')}": v for k, v in options.items()})
     return out
@@ -125,37 +130,37 @@ def test_keys_are_written_as_json():  # RECORD_METADATA.key: strings stay string
 
 def test_unknown_converter_names_the_key_and_lists_supported():
     with pytest.raises(ConfigError) as err:
-        converter_for({"value.converter": "com.example.Nope"}, "value")
+        converter_for(converter_spec({"value.converter": "com.example.Nope"}, "value"))
     message = str(err.value)
     assert "value.converter=com.example.Nope" in message
-    for name in conv.SUPPORTED_CONVERTERS:
+    for name in SUPPORTED_CONVERTERS:
         assert name in message
 
 
 def test_snowflake_converters_are_refused_with_the_replacement():
     with pytest.raises(ConfigError, match="not supported with Snowpipe Streaming.*AvroConverter"):
-        conv.check_converters({"value.converter":
+        check_converters({"value.converter":
                                "com.snowflake.kafka.connector.records.SnowflakeAvroConverter"})
     with pytest.raises(ConfigError, match="key.converter=.*SnowflakeJsonConverter.*JsonConverter"):
-        conv.check_converters({"key.converter":
+        check_converters({"key.converter":
                                "com.snowflake.kafka.connector.records.SnowflakeJsonConverter"})
 
 
 def test_registry_converters_need_a_registry_url():
     with pytest.raises(ConfigError, match="value.converter.schema.registry.url"):
-        conv.check_converters({"value.converter": AVRO_CONVERTER})
+        check_converters({"value.converter": AVRO_CONVERTER})
 
 
 def test_bad_schemas_enable_is_reported():
     with pytest.raises(ConfigError, match="schemas.enable='yes'"):
-        conv.check_converters({"value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "yes"})
+        check_converters({"value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "yes"})
 
 
 def test_json_envelope_is_kafka_connects_default():
-    assert conv.json_schemas_enabled({"value.converter": JSON_CONVERTER}, "value")
-    assert not conv.json_schemas_enabled({"value.converter": JSON_CONVERTER,
-                                          "value.converter.schemas.enable": "false"}, "value")
-    assert not conv.json_schemas_enabled({}, "value")  # no converter: plain JSON
+    assert converter_spec({"value.converter": JSON_CONVERTER}, "value").json_schemas_enabled
+    assert not converter_spec({"value.converter": JSON_CONVERTER,
+                                          "value.converter.schemas.enable": "false"}, "value").json_schemas_enabled
+    assert not converter_spec({}, "value").json_schemas_enabled  # no converter: plain JSON
 
 
 def _config(**settings):
@@ -183,22 +188,22 @@ def test_needs_python_decode():
 # ------------------------------------------------------------------ JSON, String, bytes
 
 def test_plain_json():
-    c = converter_for({"value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "false"}, "value")
+    c = converter_for(converter_spec({"value.converter": JSON_CONVERTER, "value.converter.schemas.enable": "false"}, "value"))
     assert c.convert(b'{"a": [1, 2.5, "x"]}').value == {"a": [1, 2.5, "x"]}
     assert c.convert(None).value is None
 
 
 def test_empty_json_is_null_a_tombstone_but_not_inside_the_envelope():
-    plain = converter_for({}, "value")
+    plain = converter_for(converter_spec({}, "value"))
     assert plain.convert(b"").value is None and plain.convert(b" \r\n\t").value is None
-    assert converter_for({"key.converter": JSON_CONVERTER,
-                          "key.converter.schemas.enable": "false"}, "key").convert(b"").value is None
+    assert converter_for(converter_spec({"key.converter": JSON_CONVERTER,
+                          "key.converter.schemas.enable": "false"}, "key")).convert(b"").value is None
     with pytest.raises(ConverterError, match='requires "schema" and "payload"'):
-        converter_for({"value.converter": JSON_CONVERTER}, "value").convert(b"")
+        converter_for(converter_spec({"value.converter": JSON_CONVERTER}, "value")).convert(b"")
 
 
 def test_invalid_json_names_the_byte_offset():
-    c = converter_for({}, "value")
+    c = converter_for(converter_spec({}, "value"))
     with pytest.raises(ConverterError) as err:
         c.convert('{"é": 1,,}'.encode())
     assert err.value.stage == "value converter"
@@ -214,7 +219,7 @@ def _envelope(schema, payload) -> bytes:
 
 
 def test_json_envelope_applies_the_schema_and_logical_types():
-    c = converter_for({"value.converter": JSON_CONVERTER}, "value")
+    c = converter_for(converter_spec({"value.converter": JSON_CONVERTER}, "value"))
     schema = {"type": "struct", "fields": [
         {"field": "id", "type": "int64"},
         {"field": "price", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
@@ -244,7 +249,7 @@ def test_json_envelope_applies_the_schema_and_logical_types():
 
 
 def test_json_envelope_errors():
-    c = converter_for({"value.converter": JSON_CONVERTER}, "value")
+    c = converter_for(converter_spec({"value.converter": JSON_CONVERTER}, "value"))
     with pytest.raises(ConverterError, match='requires "schema" and "payload".*schemas.enable=false'):
         c.convert(b'{"a": 1}')
     with pytest.raises(ConverterError, match="invalid null value for required INT32 field at payload.n"):
@@ -256,7 +261,7 @@ def test_json_envelope_errors():
 
 
 def test_key_converter_errors_carry_the_key_stage():
-    c = converter_for({"key.converter": JSON_CONVERTER}, "key")
+    c = converter_for(converter_spec({"key.converter": JSON_CONVERTER}, "key"))
     with pytest.raises(ConverterError) as err:
         c.convert(b'"plain"')
     assert err.value.stage == "key converter"
@@ -264,14 +269,14 @@ def test_key_converter_errors_carry_the_key_stage():
 
 
 def test_string_and_bytes_converters():
-    s = converter_for({"key.converter": STRING_CONVERTER}, "key")
+    s = converter_for(converter_spec({"key.converter": STRING_CONVERTER}, "key"))
     assert s.convert("ключ".encode()).value == "ключ"
     assert s.convert(b"a\xffb").value == "a\ufffdb"  # as Kafka's StringDeserializer
-    latin = converter_for({"value.converter": STRING_CONVERTER,
-                           "value.converter.encoding": "ISO-8859-1"}, "value")
+    latin = converter_for(converter_spec({"value.converter": STRING_CONVERTER,
+                           "value.converter.encoding": "ISO-8859-1"}, "value"))
     assert latin.convert(b"\xe9").value == "é"
-    assert converter_for({}, "key").convert(b"k").value == "k"  # unset key: text
-    b = converter_for({"value.converter": BYTES_CONVERTER}, "value")
+    assert converter_for(converter_spec({}, "key")).convert(b"k").value == "k"  # unset key: text
+    b = converter_for(converter_spec({"value.converter": BYTES_CONVERTER}, "value"))
     assert b.convert(b"\x00\x01").value == b"\x00\x01"
 
 
@@ -312,7 +317,7 @@ def avro_registry():
 
 def test_avro_values():
     registry = avro_registry()
-    c = converter_for(settings_for("value", AVRO_CONVERTER), "value", registry)
+    c = converter_for(converter_spec(settings_for("value", AVRO_CONVERTER), "value"), registry)
     got = c.convert(wire(1, avro_bytes(ORDER_V1, ORDER)))
     assert got.schema_id == 1
     assert got.value == ORDER
@@ -325,7 +330,7 @@ def test_avro_values():
 
 
 def test_avro_evolved_schema_decodes_with_its_own_id():
-    c = converter_for(settings_for("value", AVRO_CONVERTER), "value", avro_registry())
+    c = converter_for(converter_spec(settings_for("value", AVRO_CONVERTER), "value"), avro_registry())
     got = c.convert(wire(2, avro_bytes(ORDER_V2, {**ORDER, "channel": "app"})))
     assert got.schema_id == 2 and got.value["channel"] == "app"
 
@@ -340,14 +345,14 @@ def test_avro_evolved_schema_decodes_with_its_own_id():
     (wire(9, b"\x02"), "schema id 9 is a PROTOBUF schema"),
 ])
 def test_avro_errors(data, message):
-    c = converter_for(settings_for("value", AVRO_CONVERTER), "value", avro_registry())
+    c = converter_for(converter_spec(settings_for("value", AVRO_CONVERTER), "value"), avro_registry())
     with pytest.raises(ConverterError, match=message) as err:
         c.convert(data)
     assert err.value.stage == "value converter"
 
 
 def test_avro_invalid_schema_is_reported():
-    c = converter_for(settings_for("value", AVRO_CONVERTER), "value",
+    c = converter_for(converter_spec(settings_for("value", AVRO_CONVERTER), "value"),
                       MemoryRegistry({3: {"schema": '{"type": "nonsense"}'}}))
     with pytest.raises(ConverterError, match="schema id 3 is not a valid Avro schema"):
         c.convert(wire(3, b""))
@@ -363,7 +368,7 @@ def test_avro_schema_references():
              "references": [{"name": "shop.Address", "subject": "address", "version": 1}]}},
         {("address", 1): {"schema": json.dumps(address)}})
     full = {**person, "fields": [person["fields"][0], {"name": "home", "type": address}]}
-    c = converter_for(settings_for("key", AVRO_CONVERTER), "key", registry)
+    c = converter_for(converter_spec(settings_for("key", AVRO_CONVERTER), "key"), registry)
     got = c.convert(wire(5, avro_bytes(full, {"name": "Ann", "home": {"city": "Oslo"}})))
     assert got.value == {"name": "Ann", "home": {"city": "Oslo"}}
     assert to_json_text(got.value) == '{"name":"Ann","home":{"city":"Oslo"}}'
@@ -425,7 +430,7 @@ def test_protobuf_values():
     msg = Order(id=5, name="n", amounts=[1.5, 2.0], item=cls("shop.Order.Item")(ok=True),
                 color=1, counts={"a": 3}, blob=b"\x00")
     msg.at.FromDatetime(dt.datetime(2024, 1, 2, 3, 4, 5))
-    c = converter_for(settings_for("value", PROTOBUF_CONVERTER), "value", proto_registry())
+    c = converter_for(converter_spec(settings_for("value", PROTOBUF_CONVERTER), "value"), proto_registry())
     # message indexes [1] (Order is the file's second message): count 1, index 1, zigzag
     got = c.convert(wire(11, bytes([2, 2]) + msg.SerializeToString()))
     assert got.schema_id == 11
@@ -452,7 +457,7 @@ def test_protobuf_numbers_as_confluents_converter_gives_them():
     Numbers = proto_classes(NUMBERS_PROTO)("Numbers")
     msg = Numbers(u64=2**64 - 1, f64=2**63, u32=2**32 - 1, f=4321.432, d=4321.432, fs=[0.1, 1e-7])
     msg.wu64.value, msg.wf.value = 2**64 - 2, 1.1
-    c = converter_for(settings_for("value", PROTOBUF_CONVERTER), "value",
+    c = converter_for(converter_spec(settings_for("value", PROTOBUF_CONVERTER), "value"),
                       MemoryRegistry({13: {"schema": NUMBERS_PROTO, "schemaType": "PROTOBUF"}}))
     value = c.convert(wire(13, b"\x00" + msg.SerializeToString())).value
     # uint64 and fixed64 in a Java long; uint32 widened unsigned; floats at float32 precision
@@ -463,10 +468,10 @@ def test_protobuf_numbers_as_confluents_converter_gives_them():
 
 
 def test_float32_prints_the_shortest_float32_digits():
-    assert to_json_text([conv.Float32(4321.43212890625), conv.Float32(3.0), conv.Float32(1e-45),
-                         conv.Float32(3.4028234663852886e38), conv.Float32(float("nan")),
-                         conv.Float32(1e39)]) == '[4321.432,3.0,1e-45,3.4028235e+38,"NaN","Inf"]'
-    c = converter_for({"value.converter": JSON_CONVERTER}, "value")  # Connect's FLOAT32 schema
+    assert to_json_text([Float32(4321.43212890625), Float32(3.0), Float32(1e-45),
+                         Float32(3.4028234663852886e38), Float32(float("nan")),
+                         Float32(1e39)]) == '[4321.432,3.0,1e-45,3.4028235e+38,"NaN","Inf"]'
+    c = converter_for(converter_spec({"value.converter": JSON_CONVERTER}, "value"))  # Connect's FLOAT32 schema
     assert to_json_text(c.convert(_envelope({"type": "float32"}, 4321.43212890625)).value) == "4321.432"
 
 
@@ -492,7 +497,7 @@ def test_avro_floats_are_float32_and_column_types_come_from_the_schema():
               "day": dt.date(2024, 1, 2), "tm": dt.time(1, 2, 3), "ts": dt.datetime(2024, 1, 2, tzinfo=UTC),
               "m": {"k": 4.4}, "u": 5}
     registry = MemoryRegistry({21: {"schema": json.dumps(schema)}})
-    c = converter_for(settings_for("value", AVRO_CONVERTER), "value", registry)
+    c = converter_for(converter_spec(settings_for("value", AVRO_CONVERTER), "value"), registry)
     value = c.convert(wire(21, avro_bytes(schema, record))).value
     assert json.loads(to_json_text(value))["of"] == 1.1 and json.loads(to_json_text(value))["d"] == 1.1
     assert to_json_text([value["fs"], value["n"], value["n2"], value["m"], value["f"]]) == \
@@ -507,7 +512,7 @@ def test_avro_floats_are_float32_and_column_types_come_from_the_schema():
 
 def test_protobuf_message_index_zero_and_nested():
     cls = proto_classes(ORDER_PROTO)
-    c = converter_for(settings_for("value", PROTOBUF_CONVERTER), "value", proto_registry())
+    c = converter_for(converter_spec(settings_for("value", PROTOBUF_CONVERTER), "value"), proto_registry())
     env = cls("shop.Envelope")(kind="k").SerializeToString()
     assert c.convert(wire(11, b"\x00" + env)).value == {"kind": "k"}  # single 0: [0]
     item = cls("shop.Order.Item")(ok=True).SerializeToString()
@@ -517,7 +522,7 @@ def test_protobuf_message_index_zero_and_nested():
 
 
 def test_protobuf_errors():
-    c = converter_for(settings_for("value", PROTOBUF_CONVERTER), "value", proto_registry())
+    c = converter_for(converter_spec(settings_for("value", PROTOBUF_CONVERTER), "value"), proto_registry())
     with pytest.raises(ConverterError, match="message index \\[7\\]"):
         c.convert(wire(11, bytes([2, 14]) + b""))
     with pytest.raises(ConverterError, match="corrupt Protobuf"):
@@ -529,7 +534,7 @@ def test_protobuf_errors():
 # ------------------------------------------------------------------ JSON Schema, registry client
 
 def test_json_schema_converter():
-    c = converter_for(settings_for("value", JSON_SCHEMA_CONVERTER), "value",
+    c = converter_for(converter_spec(settings_for("value", JSON_SCHEMA_CONVERTER), "value"),
                       MemoryRegistry({4: {"schema": "{}", "schemaType": "JSON"}}))
     got = c.convert(wire(4, b'{"a": 1}'))
     assert got.value == {"a": 1} and got.schema_id == 4
@@ -544,12 +549,12 @@ def test_unreachable_registry_is_retried_until_the_bound():
         port = s.getsockname()[1]  # closed once the block ends: nothing listens there
     settings = {"value.converter": AVRO_CONVERTER, "errors.retry.timeout": "300",
                 "value.converter.schema.registry.url": f"http://127.0.0.1:{port}/x"}
-    c = converter_for(settings, "value")
+    c = converter_for(converter_spec(settings, "value"), policy=policy_from_settings(settings))
     with pytest.raises(RetriesExhausted, match=f"(?s)127.0.0.1:{port}.*errors.retry.timeout") as caught:
         c.convert(wire(1, b""))
     assert isinstance(caught.value.__cause__, RegistryUnavailable) and caught.value.attempts > 1
     # In a batch the next records do not wait the bound again, and fail the batch, not the record.
-    row = decoded(RecordDecoder(settings), "t", 0, 1, None, -1, None, wire(1, b""), [])
+    row = decoded(RecordDecoder(decode_spec(settings)), "t", 0, 1, None, -1, None, wire(1, b""), [])
     assert row["_batch_failure"] == "terminal" and f"127.0.0.1:{port}" in row["_decode_error"]
 
 
@@ -563,7 +568,7 @@ def decoded(decoder, *args) -> dict:
 def test_record_decoder_rows():
     settings = settings_for("value", AVRO_CONVERTER)
     settings["key.converter"] = STRING_CONVERTER
-    decoder = RecordDecoder(settings, avro_registry())
+    decoder = RecordDecoder(decode_spec(settings), avro_registry())
     ok = decoded(decoder, "t", 0, 1, 5, 0, b"k", wire(1, avro_bytes(ORDER_V1, ORDER)), [("h", b"42")])
     assert ok == {"_route_topic": "t", "_key_json": '"k"', "_headers_json": '{"h":"42"}',
                   "_value_json": to_json_text(ORDER), "_schema_id": 1, "_skip": False,
@@ -589,7 +594,7 @@ def test_decode_batches_keeps_every_row_and_column():
             [pa.array([0, 0], pa.int32()), pa.array([0, 1], pa.int64()), pa.array([0, 0], pa.int32())],
             ["partition", "offset", "timestampType"]),
     })
-    (out,) = list(decode_batches(iter([batch]), {"value.converter.schemas.enable": "false"},
+    (out,) = list(decode_batches(iter([batch]), decode_spec({"value.converter.schemas.enable": "false"}),
                                  batch.schema.names))
     assert out.schema.names == batch.schema.names + [name for name, _ in DECODE_COLUMNS]
     rows = out.to_pylist()
@@ -611,7 +616,7 @@ def test_record_decoder_applies_transforms():
         "transforms.route.replacement": "clean_$1",
         "transforms.hoist.type": T + "HoistField$Value", "transforms.hoist.field": "payload",
     }
-    decoder = RecordDecoder(settings)
+    decoder = RecordDecoder(decode_spec(settings))
     row = decoded(decoder, "raw_orders", 0, 1, 5, 0, b"k", b"[1,2]", [])
     assert (row["_route_topic"], row["_key_json"], row["_value_json"], row["_skip"]) == \
         ("clean_orders", '"k"', '{"payload":[1,2]}', False)
@@ -622,7 +627,7 @@ def test_record_decoder_applies_transforms():
 def test_record_decoder_reports_transform_errors():
     settings = {"value.converter.schemas.enable": "false", "transforms": "x",
                 "transforms.x.type": T + "ExtractField$Value", "transforms.x.field": "a"}
-    row = decoded(RecordDecoder(settings), "t", 0, 1, None, -1, None, b"[1]", [])
+    row = decoded(RecordDecoder(decode_spec(settings)), "t", 0, 1, None, -1, None, b"[1]", [])
     assert row["_skip"] is False and row["_decode_stage"] == "transform"
     assert row["_error_class"] == "TransformError" and "'x'" in row["_decode_error"]
 
@@ -640,8 +645,9 @@ def test_avro_with_a_schema_given_in_the_config():
     import fastavro
 
     from floeline.errors import ConfigError
-    from floeline.records.converters import (
-        AVRO_CONVERTER, ConverterError, check_converters, converter_for)
+    from floeline.records.converters.base import ConverterError
+    from floeline.config.decoding import AVRO_CONVERTER, check_converters, converter_spec
+    from floeline.records.converters.factory import converter_for
 
     schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"},
                                                         {"name": "tag", "type": "string"}]}
@@ -649,8 +655,8 @@ def test_avro_with_a_schema_given_in_the_config():
     check_converters(settings)
     out = io.BytesIO()
     fastavro.schemaless_writer(out, fastavro.parse_schema(schema), {"id": 7, "tag": "x"})
-    assert converter_for(settings, "value").convert(out.getvalue()).value == {"id": 7, "tag": "x"}
+    assert converter_for(converter_spec(settings, "value")).convert(out.getvalue()).value == {"id": 7, "tag": "x"}
     with pytest.raises(ConverterError, match="corrupt Avro"):
-        converter_for(settings, "value").convert(out.getvalue()[:1])
+        converter_for(converter_spec(settings, "value")).convert(out.getvalue()[:1])
     with pytest.raises(ConfigError, match="value.converter.avro.schema is not a valid Avro schema"):
         check_converters({"value.converter": AVRO_CONVERTER, "value.converter.avro.schema": "{nope"})

@@ -1,5 +1,5 @@
-"""RECORD_METADATA.headers rules (headers.py) and SimpleHeaderConverter's parse
-(header_values.py), without Spark. The expected values were checked against Kafka
+"""RECORD_METADATA.headers rules (header_rules.py) and SimpleHeaderConverter's parse
+(simple_header_converter.py), without Spark. The expected values were checked against Kafka
 Connect 4.1.2's SimpleHeaderConverter."""
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from decimal import Decimal
 import pytest
 
 from floeline.errors import ConfigError
-from floeline.records.converters import (
-    BYTES_CONVERTER, JSON_CONVERTER, STRING_CONVERTER, ConverterError, to_json_text)
-from floeline.records.header_values import parse_header_text
-from floeline.records.headers import (
-    SIMPLE_HEADER_CONVERTER, HeaderRules, header_rules, headers_json, java_text)
+from floeline.records.converters.base import ConverterError
+from floeline.config.decoding import (
+    BYTES_CONVERTER, JSON_CONVERTER, SIMPLE_HEADER_CONVERTER, STRING_CONVERTER, header_spec)
+from floeline.records.json_text import to_json_text
+from floeline.records.simple_header_converter import parse_header_text
+from floeline.records.header_rules import (
+    HeaderRules, header_rules, headers_json, java_text)
 from floeline.records.record import Float32
 
 UTC = dt.timezone.utc
@@ -67,33 +69,33 @@ SCENARIOS = [  # Snowflake's end-to-end header scenarios (structured), and our f
 @pytest.mark.parametrize("converter, headers, structured, flattened", SCENARIOS)
 def test_headers_by_converter_structured_or_flattened(converter, headers, structured, flattened):
     settings = {"header.converter": converter, "header.converter.schemas.enable": "false"}
-    on = header_rules({**settings, "snowflake.feature.structured.headers": "true"})
-    off = header_rules(settings)
+    on = header_rules(header_spec({**settings, "snowflake.feature.structured.headers": "true"}))
+    off = header_rules(header_spec(settings))
     assert json.loads(headers_json(on, headers)[0]) == structured
     assert json.loads(headers_json(off, headers)[0]) == flattened
 
 
 def test_headers_null_values_repeated_names_and_none():
-    rules = header_rules({})
+    rules = header_rules(header_spec({}))
     assert headers_json(rules, []) == (None, None)
     assert json.loads(headers_json(rules, [("a", b"1"), ("n", None), ("a", b"2")])[0]) == \
         {"a": "2", "n": None}
 
 
 def test_a_json_header_that_is_not_json_is_a_header_converter_error():
-    rules = header_rules({"header.converter": JSON_CONVERTER})  # schemas.enable: true
+    rules = header_rules(header_spec({"header.converter": JSON_CONVERTER}))  # schemas.enable: true
     json_text, error = headers_json(rules, [("h", b"{}")])
     assert json_text is None and 'requires "schema" and "payload"' in error
     assert "header.converter.schemas.enable=false" in error and "(header 'h')" in error
     with pytest.raises(ConverterError) as err:
-        header_rules({"header.converter": JSON_CONVERTER,
-                      "header.converter.schemas.enable": "false"}).convert("h", b"{oops")
+        header_rules(header_spec({"header.converter": JSON_CONVERTER,
+                      "header.converter.schemas.enable": "false"})).convert("h", b"{oops")
     assert err.value.stage == "header converter"
     assert "header is not valid JSON at byte 1" in err.value.reason
 
 
 def test_inserted_headers_are_parsed_whatever_the_converter():
-    rules = header_rules({"header.converter": BYTES_CONVERTER})
+    rules = header_rules(header_spec({"header.converter": BYTES_CONVERTER}))
     assert rules.convert("ins", "42") == 42 and rules.convert("raw", b"42") == b"42"
 
 
@@ -106,9 +108,9 @@ def test_java_text_prints_as_java_string_value_of():
 
 
 def test_header_settings_are_checked():
-    assert header_rules({}) == HeaderRules(SIMPLE_HEADER_CONVERTER, False)
-    assert header_rules({"header.converter": STRING_CONVERTER}).text_is_exact
+    assert header_rules(header_spec({})) == HeaderRules(SIMPLE_HEADER_CONVERTER, False)
+    assert header_rules(header_spec({"header.converter": STRING_CONVERTER})).text_is_exact
     with pytest.raises(ConfigError, match="header.converter=com.example.X is not a header converter"):
-        header_rules({"header.converter": "com.example.X"})
+        header_rules(header_spec({"header.converter": "com.example.X"}))
     with pytest.raises(ConfigError, match="snowflake.feature.structured.headers='yes' is not a boolean"):
-        header_rules({"snowflake.feature.structured.headers": "yes"})
+        header_rules(header_spec({"snowflake.feature.structured.headers": "yes"}))

@@ -4,7 +4,7 @@ from floeline import jvm
 from floeline.ingest import onepass as fastpath
 from floeline.sources.base import BatchEnd
 from floeline.sources.kafka import batch_end_from_offsets
-from floeline.warehouse.tables import Column, TableSchema
+from floeline.records.columns import Column, TableSchema
 
 ORDERS = TableSchema((Column("RECORD_METADATA", "variant"), Column("ORDER_ID", "decimal(38,0)"),
                       Column("NAME", "string"), Column("PAID", "boolean"),

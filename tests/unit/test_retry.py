@@ -18,8 +18,8 @@ from floeline.config import config_from_dict
 from floeline.errors import (
     ConfigError, FloelineError, QueryError, RecordError, RetriesExhausted, ServiceError, TransformError,
     ServiceUnavailable, SetupError, SqlError, TableError, Terminal, Transient)
-from floeline.records import converters as conv
-from floeline.records.converters import ConverterError, RegistryUnavailable
+from floeline.records.converters.base import ConverterError, RegistryUnavailable
+from floeline.records.converters.schema_registry import SchemaRegistryClient
 from floeline.sources.kafka import is_transient_kafka, kafka_call
 
 
@@ -256,8 +256,8 @@ def registry():
     server.close()
 
 
-def client(url: str, timeout_s: float = 10) -> conv.SchemaRegistryClient:
-    return conv.SchemaRegistryClient(url, policy=retry.RetryPolicy(timeout_s, 0.05))
+def client(url: str, timeout_s: float = 10) -> SchemaRegistryClient:
+    return SchemaRegistryClient(url, policy=retry.RetryPolicy(timeout_s, 0.05))
 
 
 def test_registry_5xx_and_429_are_retried(registry):

@@ -8,7 +8,8 @@ import sqlglot
 
 from floeline.errors import SqlError
 from floeline.sql.ddl import Ddl
-from floeline.warehouse.tables import Column, _column_ddl
+from floeline.records.columns import Column
+from floeline.warehouse.tables import _column_ddl
 
 
 def columns(sql: str) -> list[Column]:

@@ -51,7 +51,7 @@ def test_json_stored_semi_structured_columns_are_read_parsed(warehouse):
     import sqlglot
 
     from floeline.sql.query import translate_tree
-    from floeline.warehouse.tables import Column
+    from floeline.records.columns import Column
 
     columns = [Column("RECORD_METADATA", "string", declared="VARIANT"), Column("N", "decimal(38,0)"),
                Column("NAME", "string"), Column("TAGS", "string", declared="ARRAY")]

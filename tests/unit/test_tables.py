@@ -17,7 +17,8 @@ def test_no_names_need_no_mapping():
 
 
 def test_json_storage_keeps_the_semi_structured_type_declared():
-    from floeline.warehouse.tables import Column, in_storage, stores_json
+    from floeline.records.columns import Column, stores_json
+    from floeline.warehouse.tables import in_storage
 
     variant, obj = Column("PAYLOAD", "variant"), Column("O", "variant", declared="OBJECT")
     assert in_storage(variant, "variant") == variant

@@ -1,4 +1,4 @@
-"""Kafka Connect SMTs and predicates (records/transforms.py): semantics of Kafka 3.9's
+"""Kafka Connect SMTs and predicates (records/transforms/): semantics of Kafka 3.9's
 schemaless transforms, the error messages, and config validation."""
 
 import pickle
@@ -7,10 +7,10 @@ from decimal import Decimal
 
 import pytest
 
+from floeline.config.decoding import SUPPORTED_PREDICATES, SUPPORTED_TRANSFORMS
 from floeline.errors import ConfigError, RecordError, TransformError
 from floeline.records.record import Record
-from floeline.records.transforms import (
-    SUPPORTED_PREDICATES, SUPPORTED_TRANSFORMS, TransformChain, transform_chain)
+from floeline.records.transforms.chain import TransformChain, transform_chain
 
 T = "org.apache.kafka.connect.transforms."
 P = T + "predicates."

@@ -67,6 +67,16 @@ def test_validate_names_a_bad_transform_and_converter(tmp_path, capsys):
     assert main(["validate", str(cfg)]) == 1
     err = capsys.readouterr().err
     assert "com.example.NoSuchConverter" in err
+    assert "transforms.t.type=org.apache.kafka.connect.transforms.NoSuch" in err  # both at once
+
+
+def test_validate_names_a_bad_transform_option(tmp_path, capsys):
+    cfg = tmp_path / "bad.properties"
+    cfg.write_text("name=x\ntopics=a\ntransforms=c\n"
+                   "transforms.c.type=org.apache.kafka.connect.transforms.Cast$Value\n"
+                   "transforms.c.spec=age:int33\n")
+    assert main(["validate", str(cfg)]) == 1
+    assert "transforms.c.spec='age:int33' names an unknown type 'int33'" in capsys.readouterr().err
 
 
 def test_validate_shows_the_table_a_regexrouter_routes_to(tmp_path, capsys):

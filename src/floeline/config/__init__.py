@@ -21,11 +21,12 @@ from typing import Literal
 
 from floeline import secrets
 from floeline.config import kafka_security, kinesis
+from floeline.config.decoding import DecodeSpec, listed_aliases, read_decode_spec
 from floeline.config.files import parse_properties, settings_from_json
 from floeline.config.kafka_security import KafkaSecurity
 from floeline.config.kinesis import KinesisSettings
 from floeline.errors import ConfigError, NamingError
-from floeline.naming import TopicTableMap, normalize_identifier
+from floeline.naming import DEFAULT_DATABASE, DEFAULT_SCHEMA, TopicTableMap, normalize_identifier
 from floeline.retry import RetryPolicy, policy_from_settings
 from floeline.warehouse import storage
 from floeline.warehouse.storage import S3Settings
@@ -36,8 +37,6 @@ __all__ = ["ConnectorConfig", "KinesisSettings", "MetadataFlags", "MetricsSettin
 DEFAULT_BOOTSTRAP = "localhost:9092"
 DEFAULT_WAREHOUSE = "./warehouse"
 DEFAULT_SPARK_MASTER = "local[2]"
-DEFAULT_DATABASE = "FLOELINE"
-DEFAULT_SCHEMA = "PUBLIC"
 
 # Keys floeline turns into ConnectorConfig fields.
 TYPED_KEYS = frozenset({
@@ -62,8 +61,8 @@ TYPED_KEYS = frozenset({
     "floeline.warehouse.owner.timeout.ms", *storage.SETTING_KEYS,
 }) | kinesis.KEYS | kafka_security.KEYS
 
-# Keys (and key families with free suffixes) that later stages read from `raw`:
-# transforms (SMTs), converter options, Kafka client overrides.
+# Keys (and key families with free suffixes) read into the config's parts: transforms
+# (SMTs), converter and header options (config/decoding.py), Kafka client overrides.
 PASSTHROUGH_KEYS = frozenset({
     "transforms", "predicates", "header.converter", "snowflake.feature.structured.headers",
     "key.converter.schemas.enable", "value.converter.schemas.enable",
@@ -232,6 +231,9 @@ class ConnectorConfig:
     spark_master: str  # floeline.spark.master
     ignored_keys: tuple[str, ...]  # keys given that floeline accepts but does not act on
     raw: Mapping[str, str] = field(compare=False, repr=False)  # all settings, read-only (holds secrets)
+    # key/value/header converters and transforms, read once (config/decoding.py); what the
+    # decode stage ships to executors instead of the settings
+    decoding: DecodeSpec = DecodeSpec()
     kinesis: KinesisSettings | None = None  # floeline.source=kinesis: its kinesis.* / aws.* settings
     metrics: MetricsSettings = MetricsSettings()  # floeline.metrics.*
     table_settings: TableSettings = TableSettings()  # floeline.variant.storage, floeline.table.*
@@ -374,6 +376,7 @@ class _Reader:
                                  f"local warehouse; floeline.warehouse={warehouse} is on S3: use "
                                  f"SNOWPIPE_STREAMING (the default) or a local warehouse")
         count_records = self.integer("buffer.count.records", 10000, minimum=1)
+        retry_policy = self.retry_policy()
         return ConnectorConfig(
             name=name,
             source=source,
@@ -415,9 +418,10 @@ class _Reader:
             spark_master=self.text("floeline.spark.master", DEFAULT_SPARK_MASTER),
             ignored_keys=tuple(sorted(k for k in self.settings if _is_ignored(k))),
             raw=MappingProxyType(dict(self.settings)),
+            decoding=read_decode_spec(self.settings, self.problems, retry_policy),
             metrics=self.metrics(count_records),
             table_settings=self.table_settings(method),
-            retry=self.retry_policy(),
+            retry=retry_policy,
             kafka_security=kafka_security.read_security(self.settings, self.problems),
             warehouse_s3=self.warehouse_s3(warehouse),
             owner_timeout_ms=self.integer("floeline.warehouse.owner.timeout.ms", 60000, minimum=1000),
@@ -539,15 +543,9 @@ class _Reader:
                 "is not supported by floeline; remove it and list the tables explicitly")
 
     def check_aliases(self, family: str) -> None:
-        """Each alias listed in `transforms` / `predicates` needs a `.type`, and every
-        `transforms.<alias>.*` key must belong to a listed alias (Kafka Connect would
-        silently skip it)."""
-        aliases = [a.strip() for a in (self.text(family) or "").split(",") if a.strip()]
-        for alias in sorted({a for a in aliases if aliases.count(a) > 1}):
-            self.problems.append(f"{family} lists the alias {alias!r} more than once")
-        for alias in dict.fromkeys(aliases):
-            if f"{family}.{alias}.type" not in self.settings:
-                self.problems.append(f"missing setting '{family}.{alias}.type' for the alias {alias!r} listed in {family}")
+        """Every `transforms.<alias>.*` key must belong to a listed alias (Kafka Connect
+        would silently skip it). The aliases themselves are read in config/decoding.py."""
+        aliases = listed_aliases(self.settings, family)
         for key in self.settings:
             if key.startswith(family + ".") and not any(key.startswith(f"{family}.{a}.") for a in aliases):
                 listed = ", ".join(aliases) or "nothing"

@@ -27,7 +27,7 @@ from floeline.sources.base import Committed, position_after_sql
 from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.positions import commit_metadata
-from floeline.warehouse.tables import Column
+from floeline.records.columns import Column
 
 log = logging.getLogger("floeline")
 

@@ -29,7 +29,7 @@ from floeline.warehouse import load_history, stage_store, stages
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import LOAD_FAILED, LOADED, PARTIALLY_LOADED, SKIPPED, FileLoad
 from floeline.warehouse.pipes import Pipe
-from floeline.warehouse.tables import TableSchema
+from floeline.records.columns import TableSchema
 
 EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"  # of no bytes
 _ROW_ERROR_MARK = "floeline-fast-load-row-error"  # the fast write's stop, told from other failures

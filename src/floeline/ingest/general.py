@@ -22,7 +22,7 @@ from floeline.ingest.progress import BatchReport
 from floeline.records.content import (
     BLANK_VALUE_SQL, PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
 from floeline.records.decode import decode_frame, with_converted_headers
-from floeline.records.headers import HEADER_STAGE
+from floeline.records.header_rules import HEADER_STAGE
 from floeline.sources.base import (
     earlier_position, later_position, max_position_sql, min_position_sql)
 

@@ -41,7 +41,7 @@ from floeline.sources.base import BatchEnd, position_after
 from floeline.warehouse import storage
 from floeline.warehouse.pipes import pipe_for_table
 from floeline.warehouse.positions import commit_metadata
-from floeline.warehouse.tables import METADATA_COLUMN, TableSchema, stores_json
+from floeline.records.columns import METADATA_COLUMN, TableSchema, stores_json
 
 log = logging.getLogger("floeline")
 

@@ -12,12 +12,14 @@ from floeline.ingest.snowpipe_sink import SnowpipeSink
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import Tables
 from floeline.ops.metrics import ConnectorMetrics
-from floeline.records import converters as conv
+from floeline.records.converters.avro import ConfigSchemaAvroConverter
+from floeline.records.converters.factory import converter_for
+from floeline.config.decoding import AVRO_CONVERTER
 from floeline.records.avro_schema import column_types
 from floeline.records.decode import needs_python_decode, transform_chain_for
-from floeline.records.headers import header_rules
+from floeline.records.header_rules import header_rules
 from floeline.records.support import check_supported
-from floeline.records.transforms import routed_topic
+from floeline.records.transforms.chain import routed_topic
 from floeline.sources.base import Committed
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.owners import TableOwners
@@ -30,9 +32,9 @@ class Pipeline:
         self.config, self.spark, self.source = config, spark, source
         self.decode = needs_python_decode(config)  # converters/transforms run in Python
         # header.converter: without a decode stage, can SQL write every header's text?
-        self.headers_check = header_rules(config.raw).headers_check_sql() if source.has_headers else None
+        self.headers_check = header_rules(config.decoding.headers).headers_check_sql() if source.has_headers else None
         self.headers_in_sql = not self.decode and self.headers_check is None
-        self.transforms = transform_chain_for(config.raw)
+        self.transforms = transform_chain_for(config.decoding.transforms)
         self.warehouse = Warehouse(config.warehouse, config.warehouse_s3)
         # Spark reads and writes the tables and its checkpoint: on S3, the buckets' settings.
         self.warehouse.prepare_spark(spark, config.checkpoint_dir)
@@ -67,7 +69,7 @@ class Pipeline:
         converter = self._schema_converter
         if converter is None:
             return {}
-        if isinstance(converter, conv.ConfigSchemaAvroConverter):
+        if isinstance(converter, ConfigSchemaAvroConverter):
             return column_types(converter.schema)
         declared: dict[str, str] = {}
         for schema_id in sorted(schema_ids):
@@ -76,9 +78,9 @@ class Pipeline:
 
     @cached_property
     def _schema_converter(self):
-        if self.config.value_converter != conv.AVRO_CONVERTER or self.transforms is not None:
+        if self.config.value_converter != AVRO_CONVERTER or self.transforms is not None:
             return None
-        return conv.converter_for(self.config.raw, "value")
+        return converter_for(self.config.decoding.value, policy=self.config.retry, own_registry=True)
 
     def table_ref(self, route: str) -> TableRef:
         """The table records of `route` (after transforms such as RegexRouter) go to."""

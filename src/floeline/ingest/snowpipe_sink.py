@@ -54,7 +54,7 @@ from floeline.warehouse import load_history, pipes, stage_store, stages, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import LOAD_FAILED
 from floeline.warehouse.positions import commit_entry
-from floeline.warehouse.tables import METADATA_COLUMN, Column
+from floeline.records.columns import METADATA_COLUMN, Column
 
 log = logging.getLogger("floeline")
 

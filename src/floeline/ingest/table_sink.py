@@ -22,7 +22,7 @@ from floeline.sources.base import Committed
 from floeline.warehouse import tables
 from floeline.warehouse.pipes import pipe_for_table
 from floeline.warehouse.positions import commit_metadata
-from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema
+from floeline.records.columns import METADATA_COLUMN, Column, TableSchema
 
 
 class TableSink:

@@ -13,7 +13,7 @@ from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.owners import TableOwners
 from floeline.warehouse.positions import read_committed
-from floeline.warehouse.tables import TableSchema
+from floeline.records.columns import TableSchema
 
 # How long a table's cached schema is trusted before it is read again, so that changes
 # made from outside (ALTER TABLE, the evolution flag) are picked up while running.

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 
 from floeline.errors import FloelineError
 from floeline.records.decode import transform_chain_for
-from floeline.records.transforms import routed_topic
+from floeline.records.transforms.chain import routed_topic
 from floeline.sources import source_for
 from floeline.sources.base import Head, Lag, position_key, total_lag
 from floeline.warehouse import delta_log, owners
@@ -76,7 +76,7 @@ def connector_status(config) -> ConnectorStatus:
     source = source_for(config)
     warehouse = Warehouse(config.warehouse, config.warehouse_s3)
     files = warehouse.storage
-    chain = transform_chain_for(config.raw)
+    chain = transform_chain_for(config.decoding.transforms)
     try:
         channels = source.channels()
         routes = {c.route for c in channels}

@@ -1,6 +1,6 @@
 """Record content: Kafka value bytes -> a VARIANT object, its first-level keys and the
 column types they create (the default pipe `{TABLE}-STREAMING`; converting a value to
-a column's type is records/conversion.py).
+a column's type is records/values_to_columns.py).
 
 Everything here is either a Spark SQL expression string or pure Python over type
 strings, so the rules can be unit-tested without Spark."""

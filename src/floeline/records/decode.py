@@ -10,7 +10,7 @@ Python, in Kafka Connect's order:
 
   key bytes     -> key converter    -> Record.key
   value bytes   -> value converter  -> Record.value (+ schema_id)
-  header bytes  -> header converter -> Record.headers (headers.py)
+  header bytes  -> header converter -> Record.headers (header_rules.py)
   Record        -> transforms (SMTs) -> Record | None (None: dropped by a filter)
   Record        -> to_json_text; RECORD_METADATA's key and headers as JSON
 
@@ -44,13 +44,17 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from floeline.errors import ConfigError, batch_failure_kind
-from floeline.records import converters as conv
-from floeline.records.headers import HEADER_STAGE, STRUCTURED_KEY, header_rules, headers_json
+from floeline.config.decoding import JSON_CONVERTER, STRING_CONVERTER, DecodeSpec, TransformChainSpec
+from floeline.errors import batch_failure_kind
+from floeline.records.converters.base import KEY_STAGE, VALUE_STAGE
+from floeline.records.converters.factory import converter_for
+from floeline.records.header_rules import HEADER_STAGE, header_rules, headers_json
+from floeline.records.json_text import to_json_text
 from floeline.records.record import Record
+from floeline.records.transforms.chain import TransformChain, chain_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -69,34 +73,21 @@ _TRACE_FRAMES = 4
 _TRACE_CHARS = 2000
 
 
-def has_transforms(settings: Mapping[str, str]) -> bool:
-    return bool(str(settings.get("transforms", "") or "").strip())
-
-
 def needs_python_decode(config: ConnectorConfig) -> bool:
     """False when Spark SQL can read the records as they are: the value converter is
     JSON without the schema envelope (or unset), the key converter is String or unset
     (RECORD_METADATA.key is the key's text; a JSON key is stored as its JSON value),
     and there are no transforms."""
-    raw = config.raw
-    value_plain = (config.value_converter in (None, conv.JSON_CONVERTER)
-                   and not conv.json_schemas_enabled(raw, "value"))
-    key_plain = config.key_converter in (None, conv.STRING_CONVERTER)
-    return not (value_plain and key_plain and not has_transforms(raw))
+    spec = config.decoding
+    value_plain = spec.value.class_name in (None, JSON_CONVERTER) and not spec.value.json_schemas_enabled
+    key_plain = spec.key.class_name in (None, STRING_CONVERTER)
+    return not (value_plain and key_plain and spec.transforms.empty)
 
 
-def transform_chain_for(settings: Mapping[str, str]):
-    """The connector's transform chain, or None without `transforms`. Built on the
-    driver (to report config errors early) and once per Spark task."""
-    if not has_transforms(settings):
-        return None
-    try:
-        from floeline.records.transforms import transform_chain
-    except ImportError as exc:
-        raise ConfigError(f"transforms={settings['transforms']} needs floeline.records.transforms, "
-                          f"which this floeline build lacks ({exc})") from None
-    chain = transform_chain(settings)
-    return None if getattr(chain, "empty", False) else chain
+def transform_chain_for(spec: TransformChainSpec) -> TransformChain | None:
+    """The connector's transform chain, or None without transforms. Built on the driver
+    (to report config errors early) and once per Spark task."""
+    return None if spec.empty else chain_for(spec)
 
 
 def decode_frame(df: DataFrame, config: ConnectorConfig) -> DataFrame:
@@ -107,12 +98,9 @@ def decode_frame(df: DataFrame, config: ConnectorConfig) -> DataFrame:
     mapInArrow, no action."""
     from pyspark.sql.types import BooleanType, IntegerType, StringType, StructField, StructType
 
-    # only what decoding reads travels to the executors (config.raw also holds secrets)
-    settings = {k: v for k, v in config.raw.items()
-                if k.startswith(("key.converter", "value.converter", "header.converter",
-                                 STRUCTURED_KEY, "transforms", "predicates"))}
-    conv.check_converters(settings)
-    transform_chain_for(settings)  # config errors surface here, on the driver
+    # only the decode spec travels to the executors (the settings hold secrets)
+    spec = config.decoding
+    transform_chain_for(spec.transforms)  # config errors surface here, on the driver
     types = {"string": StringType(), "int": IntegerType(), "boolean": BooleanType()}
     schema = StructType(list(df.schema.fields)
                         + [StructField(name, types[t], True) for name, t in DECODE_COLUMNS])
@@ -120,7 +108,7 @@ def decode_frame(df: DataFrame, config: ConnectorConfig) -> DataFrame:
     _use_this_python(df.sparkSession)
 
     def run(batches):
-        return decode_batches(batches, settings, columns)
+        return decode_batches(batches, spec, columns)
 
     return df.mapInArrow(run, schema)
 
@@ -134,7 +122,7 @@ def with_converted_headers(df: DataFrame, config: ConnectorConfig, check: str | 
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    rules = header_rules(config.raw)
+    rules = header_rules(config.decoding.headers)
     if check is None:
         return df.selectExpr("*", f"{rules.text_headers_json_sql()} AS _headers_json",
                              "CAST(NULL AS STRING) AS _headers_error")
@@ -167,21 +155,21 @@ def _use_this_python(spark) -> None:
 class RecordDecoder:
     """Converters, header rules and transform chain of one connector, built once per task."""
 
-    def __init__(self, settings: Mapping[str, str], registry=None):
-        self.key = conv.converter_for(settings, "key", registry)
-        self.value = conv.converter_for(settings, "value", registry)
-        self.headers = header_rules(settings)
-        self.chain = transform_chain_for(settings)
+    def __init__(self, spec: DecodeSpec, registry=None):
+        self.key = converter_for(spec.key, registry, policy=spec.registry_retry)
+        self.value = converter_for(spec.value, registry, policy=spec.registry_retry)
+        self.headers = header_rules(spec.headers)
+        self.chain = transform_chain_for(spec.transforms)
 
     def decode(self, topic: str, partition: int, offset: int, timestamp_ms: int | None,
                timestamp_type: int, key: bytes | None, value: bytes | None,
                headers: list[tuple[str, bytes | None]]) -> tuple:
         """One record -> the decode columns' values, in DECODE_COLUMNS order."""
-        stage = conv.KEY_STAGE
+        stage = KEY_STAGE
         schema_id = None
         try:
             key_value = self.key.convert(key).value
-            stage = conv.VALUE_STAGE
+            stage = VALUE_STAGE
             converted = self.value.convert(value)
             schema_id = converted.schema_id
             stage = HEADER_STAGE
@@ -195,10 +183,10 @@ class RecordDecoder:
                 if out is None:
                     return (topic, None, None, None, schema_id, True, None, None, None, None, None)
                 record = out
-            stage = conv.VALUE_STAGE  # rendering the value as JSON text
-            value_json = None if record.value is None else conv.to_json_text(record.value)
-            stage = conv.KEY_STAGE
-            key_json = None if record.key is None else conv.to_json_text(record.key)
+            stage = VALUE_STAGE  # rendering the value as JSON text
+            value_json = None if record.value is None else to_json_text(record.value)
+            stage = KEY_STAGE
+            key_json = None if record.key is None else to_json_text(record.key)
             stage = HEADER_STAGE
             headers_json = self.headers.render(record.headers)
             return (record.topic, key_json, headers_json, value_json, schema_id, False,
@@ -211,12 +199,12 @@ class RecordDecoder:
                     trace[-_TRACE_CHARS:], batch_failure_kind(exc))
 
 
-def decode_batches(batches: Iterator[Any], settings: Mapping[str, str], columns: list[str],
+def decode_batches(batches: Iterator[Any], spec: DecodeSpec, columns: list[str],
                    registry=None) -> Iterator[Any]:
     """mapInArrow's function: each pyarrow RecordBatch with the decode columns added."""
     import pyarrow as pa
 
-    decoder = RecordDecoder(settings, registry)
+    decoder = RecordDecoder(spec, registry)
     types = {"string": pa.string(), "int": pa.int32(), "boolean": pa.bool_()}
     out_fields = [pa.field(name, types[t]) for name, t in DECODE_COLUMNS]
     for batch in batches:

@@ -24,7 +24,7 @@ class Record:
     timestamp_type: int  # 0 CreateTime, 1 LogAppendTime, -1 none
     key: Any = None
     value: Any = None
-    # (name, value) in order; each value as the header converter gave it (header_values.py)
+    # (name, value) in order; each value as the header converter gave it (simple_header_converter.py)
     headers: list[tuple[str, Any]] = field(default_factory=list)
     schema_id: int | None = None  # the value's schema registry id, when it had one
 

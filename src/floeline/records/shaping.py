@@ -8,9 +8,9 @@ connector decides what to do with the rows."""
 from __future__ import annotations
 
 from floeline.naming import column_match_key, column_name_for_key
-from floeline.records import conversion
+from floeline.records import values_to_columns
+from floeline.records.columns import METADATA_COLUMN, Column, TableSchema, stores_json
 from floeline.records.content import has_key_sql, key_value_sql, parse_object_schema, sql_string
-from floeline.warehouse.tables import METADATA_COLUMN, Column, TableSchema, stores_json
 
 CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
 # The record's source columns every shaped row carries (as _src_*), for bad records.
@@ -102,7 +102,7 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
                       binary_format: str = "BASE64", evolution_refused: str | None = None):
     """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
     why a record cannot land (a key with no column, a value that does not fit its
-    column by Snowflake's conversion rules: records/conversion.py) when one can fail.
+    column by Snowflake's conversion rules: records/values_to_columns.py) when one can fail.
     Values are extracted in one projection and checked in the next, so each is
     computed once. `reject_unmatched=False` ignores keys without a column (COPY's
     MATCH_BY_COLUMN_NAME); the connector rejects such a record. `binary_format`: how a
@@ -133,19 +133,19 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
         elif keys:
             # The value's forms (kind, text, epoch) each get a projection of their own,
             # so the rule reads them as columns instead of repeating their expressions.
-            forms = conversion.Forms(f"_x{i}", f"_k{i}", f"_t{i}", f"_n{i}")
+            forms = values_to_columns.Forms(f"_x{i}", f"_k{i}", f"_t{i}", f"_n{i}")
             xs.append(f"{_first_held(keys)} AS {forms.x}")
-            for stage, exprs in zip(stages, conversion.forms_sql(column, forms)):
+            for stage, exprs in zip(stages, values_to_columns.forms_sql(column, forms)):
                 stage.extend(exprs)
-            value = conversion.value_sql(column, forms, binary_format)
+            value = values_to_columns.value_sql(column, forms, binary_format)
             if column.default is not None:  # as COPY's MATCH_BY_COLUMN_NAME: a missing
                 # key takes the default, a key holding null is NULL
                 value = (f"CASE WHEN {has_key_sql(keys)} THEN {value} "
                          f"ELSE CAST(({column.default}) AS {column.type}) END")
             values.append(f"{value} AS {ref}")
             # Checked per row only when this batch holds values that may not fit.
-            if not conversion.always_fits(batch_type, column):
-                errors.append(conversion.error_sql(column, ref, forms.x, keys, binary_format))
+            if not values_to_columns.always_fits(batch_type, column):
+                errors.append(values_to_columns.error_sql(column, ref, forms.x, keys, binary_format))
         else:
             values.append(f"CAST(NULL AS {column.type}) AS {ref}")
         if not column.nullable:

@@ -1,16 +1,12 @@
-"""Checks, once at start, that the connector's converters and transforms exist and
-are configured completely, so a config error never shows up as a bad record."""
+"""Checks, once at start, what reading the config could not: each transform's and
+predicate's own options (the config checked the converters, the header settings and
+how the chain is wired), so a config error never shows up as a bad record."""
 
 from __future__ import annotations
 
-from floeline.records.converters import check_converters
-from floeline.records.decode import transform_chain_for
-from floeline.records.headers import header_rules
+from floeline.records.transforms.chain import chain_for
 
 
 def check_supported(config) -> None:
-    """Raise ConfigError naming every converter / header converter / transform setting
-    that is wrong."""
-    check_converters(config.raw)
-    header_rules(config.raw)
-    transform_chain_for(config.raw)
+    """Raise one ConfigError naming every transform / predicate option that is wrong."""
+    chain_for(config.decoding.transforms)

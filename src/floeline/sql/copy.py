@@ -26,7 +26,7 @@ from sqlglot import exp
 from floeline.errors import SqlError
 from floeline.ingest.file_load import load_files
 from floeline.records.file_formats import FileFormat
-from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
+from floeline.naming import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.sql.stage_ddl import StageRef, options_of, parse_stage_ref, value_of
 from floeline.sql.statements import Name, Statement, select_item_texts, table_name
 from floeline.sql.transform import compile_stage_select
@@ -34,7 +34,7 @@ from floeline.warehouse import load_history, stages, tables
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.stage_paths import inside_stage
 from floeline.warehouse.pipes import Pipe, PipeColumn
-from floeline.warehouse.tables import TableSchema
+from floeline.records.columns import TableSchema
 
 ON_ERROR = ("ABORT_STATEMENT", "CONTINUE", "SKIP_FILE")
 _VARIANT_TYPES = ("variant",)

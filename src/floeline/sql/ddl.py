@@ -15,15 +15,15 @@ from __future__ import annotations
 from sqlglot import exp
 
 from floeline.errors import FloelineError, SqlError, TableError
+from floeline.naming import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.sql.statements import (CreatePipe, Name, Parsed, PipeCommand, identifier,
                                      select_item_texts, table_name)
 from floeline.sql.transform import compile_select
 from floeline.sql.types import declared_type, snowflake_type, spark_type
 from floeline.warehouse import pipes, tables
 from floeline.warehouse.catalog import TableRef, Warehouse
-from floeline.warehouse.tables import Column
+from floeline.records.columns import Column
 
-DEFAULT_DATABASE, DEFAULT_SCHEMA = "FLOELINE", "PUBLIC"
 _DEFAULT_PIPE_TEXT = "default pipe: first-level keys -> columns by name (case-insensitive)"
 
 

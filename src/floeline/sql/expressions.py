@@ -27,11 +27,13 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from floeline.errors import SqlError
+from floeline.records.content import sql_string
 from floeline.sql.types import snowflake_type, spark_type
 
 SPARK_DIALECT = "databricks"
 METADATA_KEY = "RECORD_METADATA"
-CONTENT_COLUMN, METADATA_COLUMN = "v", "_meta"
+# The input frame a pipe's SELECT reads: the record ($1) and its RECORD_METADATA.
+PIPE_RECORD_COLUMN, PIPE_METADATA_COLUMN = "v", "_meta"
 
 
 class Mode(enum.Enum):
@@ -58,11 +60,6 @@ def _first(errors: tuple[str, ...] | list[str]) -> str | None:
     if not errors:
         return None
     return errors[0] if len(errors) == 1 else f"coalesce({', '.join(errors)})"
-
-
-def sql_string(text: str) -> str:
-    """`text` as a Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def position(node: exp.Expression) -> str:
@@ -261,14 +258,14 @@ class Compiler:
             if self.positional:  # $n: field n of a delimited record
                 if number < 1:
                     raise SqlError(f"${number}{position(base)}: fields are numbered from $1")
-                return Compiled(variant_path_sql(CONTENT_COLUMN, [number - 1] + steps), "variant")
+                return Compiled(variant_path_sql(PIPE_RECORD_COLUMN, [number - 1] + steps), "variant")
             if number != 1:
                 raise SqlError(f"${number}{position(base)}: " + (
                     "a JSON or Parquet file's record is one column, $1" if self.staged else
                     "a streaming pipe has one input column, $1 (the record)"))
-            root = CONTENT_COLUMN
+            root = PIPE_RECORD_COLUMN
             if steps and steps[0] == METADATA_KEY:
-                root, steps = METADATA_COLUMN, steps[1:]
+                root, steps = PIPE_METADATA_COLUMN, steps[1:]
             return Compiled(variant_path_sql(root, steps), "variant")
         root = self.compile(base)
         if not steps:

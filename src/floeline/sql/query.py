@@ -28,7 +28,8 @@ from floeline.errors import SqlError, TableError
 from floeline.sql.expressions import SPARK_DIALECT, Compiler, Mode
 from floeline.sql.query_guard import check_statement, direct_file_error, is_direct_file_reference
 from floeline.warehouse.catalog import Warehouse
-from floeline.warehouse.tables import read_schema, stores_json
+from floeline.records.columns import stores_json
+from floeline.warehouse.tables import read_schema
 
 DIALECT = SPARK_DIALECT
 _PARSED_MARK = "floeline_parsed_view"

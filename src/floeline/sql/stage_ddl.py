@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from floeline import secret_references
 from floeline.errors import SqlError
-from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
+from floeline.naming import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.records.file_formats import FileFormat, FileFormatError
 from floeline.sql.statements import Name, table_name
 from floeline.warehouse import stages

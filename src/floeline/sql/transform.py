@@ -11,7 +11,8 @@ import re
 from sqlglot import exp
 
 from floeline.errors import SqlError
-from floeline.sql.expressions import Compiler, Mode, sql_string
+from floeline.records.content import sql_string
+from floeline.sql.expressions import Compiler, Mode
 from floeline.warehouse.pipes import PipeColumn
 
 _SOURCE = "TABLE(DATA_SOURCE(TYPE=>'STREAMING'))"

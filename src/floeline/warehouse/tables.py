@@ -28,12 +28,11 @@ commit rewrites a table's small files into larger ones once there are enough of 
 
 from __future__ import annotations
 
-import functools
 import json
-from dataclasses import dataclass
 
 from floeline import startup
 from floeline.errors import TableError
+from floeline.records.columns import Column, TableSchema
 from floeline.records.content import quote_column, sql_string
 from floeline.warehouse.catalog import TableRef
 
@@ -42,50 +41,10 @@ DECLARED_TYPES_PROPERTY = "floeline.declaredTypes"
 COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
 # Characters Delta accepts in a column name only with column mapping.
 _MAPPING_ONLY_CHARACTERS = frozenset(" ,;{}()\n\t=")
-METADATA_COLUMN = "RECORD_METADATA"
 
 
 DEFAULTS_FEATURE = "delta.feature.allowColumnDefaults"
 AUTO_COMPACT_PROPERTY = "delta.autoOptimize.autoCompact"
-SEMI_STRUCTURED = ("VARIANT", "OBJECT", "ARRAY")
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str  # Spark DDL type, e.g. "decimal(38,0)", "string", "variant"
-    nullable: bool = True
-    default: str | None = None  # DEFAULT: a Spark SQL expression
-    identity: tuple[int, int] | None = None  # AUTOINCREMENT (start, step); only when creating
-    declared: str = ""  # the Snowflake type when the Spark type loses it: "VARCHAR(10)", "TIME"
-
-
-@dataclass(frozen=True)
-class TableSchema:
-    columns: tuple[Column, ...]
-    evolution: bool
-
-    def find(self, name: str, exact: bool = False) -> Column | None:
-        """The column matching `name` case-insensitively (Snowflake's default pipe rule),
-        or exactly (keys normalized as SQL identifiers); the first such column."""
-        if exact:
-            return self._by_name.get(name)
-        return self._by_upper_name.get(name.upper())
-
-    # Indexes for find: a record with 100,000 keys asks once per key (a scan per key
-    # was quadratic, hours on such a table).
-    @functools.cached_property
-    def _by_name(self) -> dict[str, Column]:
-        return {c.name: c for c in reversed(self.columns)}
-
-    @functools.cached_property
-    def _by_upper_name(self) -> dict[str, Column]:
-        return {c.name.upper(): c for c in reversed(self.columns)}
-
-
-def stores_json(column: Column) -> bool:
-    """True for a semi-structured column stored as JSON text (floeline.variant.storage=json)."""
-    return column.type == "string" and column.declared.upper() in SEMI_STRUCTURED
 
 
 def in_storage(column: Column, storage: str) -> Column:

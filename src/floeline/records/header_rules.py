@@ -4,7 +4,7 @@ Kafka Connect turns each header's bytes into a value with the worker's
 `header.converter` before the connector sees the record:
 
   SimpleHeaderConverter (Connect's default)   infers a value from the text
-                                              (header_values.py): `42` -> 42, `{}` -> []
+                                              (simple_header_converter.py): `42` -> 42, `{}` -> []
   StringConverter                             the text as it is
   ByteArrayConverter                          the bytes (written as base64)
   JsonConverter                               the JSON value (`header.converter.schemas.enable`,
@@ -26,21 +26,20 @@ import base64
 import datetime as dt
 import decimal
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from floeline.errors import ConfigError
-from floeline.records import converters as conv
-from floeline.records.header_values import parse_header_text
+from floeline.config.decoding import (
+    BYTES_CONVERTER, SIMPLE_HEADER_CONVERTER, STRING_CONVERTER, HeaderSpec)
+from floeline.records.converters.base import ConverterError
+from floeline.records.converters.connect_json import JsonConverter
+from floeline.records.converters.text_and_bytes import StringConverter
+from floeline.records.json_text import to_json_text
 from floeline.records.record import java_number_text
+from floeline.records.simple_header_converter import parse_header_text
 
-SIMPLE_HEADER_CONVERTER = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
-HEADER_CONVERTERS = (SIMPLE_HEADER_CONVERTER, conv.STRING_CONVERTER, conv.BYTES_CONVERTER,
-                     conv.JSON_CONVERTER)
 HEADER_STAGE = "header converter"
-STRUCTURED_KEY = "snowflake.feature.structured.headers"
 
 # Java regexes, as Spark SQL string literals. A header value SimpleHeaderConverter keeps
 # as its text: no delimiter of its grammar, not a number, time or date (a digit, + or -
@@ -51,16 +50,14 @@ _SIMPLE_PRINTED_AS_IS = r"""'^(true|false|0|-?[1-9][0-9]{0,17})$'"""
 
 
 @dataclass(frozen=True)
-class HeaderRules:
-    converter: str  # the header.converter class
-    structured: bool  # snowflake.feature.structured.headers
-    json_schemas: bool = True  # header.converter.schemas.enable (JsonConverter)
-    encoding: str = "UTF-8"  # header.converter.encoding (StringConverter)
+class HeaderRules(HeaderSpec):
+    """The header settings the config read (HeaderSpec), and what they mean: how each
+    header's bytes convert, and how RECORD_METADATA.headers is written (SQL or Python)."""
 
     @property
     def text_is_exact(self) -> bool:
         """True when every header is written as its UTF-8 text (so SQL can write them)."""
-        return self.converter == conv.STRING_CONVERTER and self.encoding.upper() in ("UTF-8", "UTF8")
+        return self.converter == STRING_CONVERTER and self.encoding.upper() in ("UTF-8", "UTF8")
 
     def plain_sql(self, value: str) -> str:
         """SQL: TRUE when the header value `value` (binary) is written as its text."""
@@ -97,18 +94,18 @@ class HeaderRules:
         data = bytes(data)
         if self.converter == SIMPLE_HEADER_CONVERTER:
             return parse_header_text(data.decode("utf-8", errors="replace"))
-        if self.converter == conv.STRING_CONVERTER:
-            return data.decode(conv.StringConverter(self.encoding).encoding, errors="replace")
-        if self.converter == conv.BYTES_CONVERTER:
+        if self.converter == STRING_CONVERTER:
+            return data.decode(StringConverter(self.encoding).encoding, errors="replace")
+        if self.converter == BYTES_CONVERTER:
             return data
         try:
             return self._json.convert(data).value
-        except conv.ConverterError as exc:
-            raise conv.ConverterError(f"{exc.reason} (header {name!r})", HEADER_STAGE) from None
+        except ConverterError as exc:
+            raise ConverterError(f"{exc.reason} (header {name!r})", HEADER_STAGE) from None
 
     @cached_property
-    def _json(self) -> conv.JsonConverter:
-        converter = conv.JsonConverter(self.json_schemas)
+    def _json(self) -> JsonConverter:
+        converter = JsonConverter(self.json_schemas)
         converter.stage = HEADER_STAGE
         return converter
 
@@ -120,26 +117,12 @@ class HeaderRules:
         values = {name: value for name, value in headers}
         if not self.structured:
             values = {name: None if v is None else java_text(v) for name, v in values.items()}
-        return conv.to_json_text(values)
+        return to_json_text(values)
 
 
-def header_rules(settings: Mapping[str, str]) -> HeaderRules:
-    """The connector's header rules; a ConfigError names a bad setting and the fix."""
-    converter = (settings.get("header.converter") or "").strip() or SIMPLE_HEADER_CONVERTER
-    if converter not in HEADER_CONVERTERS:
-        raise ConfigError(f"header.converter={converter} is not a header converter floeline "
-                          f"knows; supported: {', '.join(HEADER_CONVERTERS)}")
-    flags = {}
-    for key, default in ((STRUCTURED_KEY, "false"), ("header.converter.schemas.enable", "true")):
-        text = (settings.get(key) or default).strip().lower()
-        if text not in ("true", "false"):
-            raise ConfigError(f"{key}={settings.get(key)!r} is not a boolean; accepted values: "
-                              f"true, false")
-        flags[key] = text == "true"
-    encoding = (settings.get("header.converter.encoding") or "UTF-8").strip()
-    conv.StringConverter(encoding)  # a ConfigError for an unknown character set
-    return HeaderRules(converter, flags[STRUCTURED_KEY], flags["header.converter.schemas.enable"],
-                       encoding)
+def header_rules(spec: HeaderSpec) -> HeaderRules:
+    """The rules of the connector's header settings (checked when the config was read)."""
+    return HeaderRules(spec.converter, spec.structured, spec.json_schemas, spec.encoding)
 
 
 def headers_json(rules: HeaderRules, headers) -> tuple[str | None, str | None]:
@@ -147,7 +130,7 @@ def headers_json(rules: HeaderRules, headers) -> tuple[str | None, str | None]:
     bytes) pairs, or (None, why) when the header converter rejects one."""
     try:
         return rules.render([(name, rules.convert(name, value)) for name, value in headers or ()]), None
-    except conv.ConverterError as exc:
+    except ConverterError as exc:
         return None, exc.reason
 
 
@@ -178,7 +161,7 @@ def java_text(value: Any) -> str:
             return "{" + ", ".join(f"{k}={java_text(v)}" for k, v in value.items()) + "}"
         return java_text([[k, v] for k, v in value.items()])
     if isinstance(value, (dt.date, dt.time)):
-        return conv.to_json_text(value).strip('"')
+        return to_json_text(value).strip('"')
     return str(value)
 
 

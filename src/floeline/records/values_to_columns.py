@@ -36,8 +36,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from floeline.records.columns import Column, stores_json
 from floeline.records.content import sql_string
-from floeline.warehouse.tables import Column, stores_json
 
 _INTS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 _INT_SQL = ", ".join(f"'{t}'" for t in _INTS)

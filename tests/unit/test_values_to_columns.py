@@ -7,9 +7,9 @@ import sqlglot
 from sqlglot import exp
 
 from floeline.errors import SqlError
-from floeline.records.conversion import always_fits, logical_type
+from floeline.records.values_to_columns import always_fits, logical_type
 from floeline.sql.types import declared_type, snowflake_type
-from floeline.warehouse.tables import Column
+from floeline.records.columns import Column
 
 
 def declared(sql_type: str) -> str:
@@ -69,7 +69,7 @@ def test_a_batch_skips_the_per_row_check_only_when_every_value_fits():
 
 
 def test_json_stored_variant_columns_get_the_values_json():
-    from floeline.records.conversion import Forms, value_sql
+    from floeline.records.values_to_columns import Forms, value_sql
 
     forms = Forms("x", "k", "t", "n")
     assert value_sql(Column("P", "variant"), forms) == "x"
