@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from floeline.errors import SqlError
 from floeline.records.conversion import always_fits, logical_type
-from floeline.sql.types import declared_type, snowflake_type
+from floeline.records.snowflake_sql.types import declared_type, snowflake_type
 from floeline.warehouse.tables import Column
 
 

@@ -17,7 +17,7 @@ import json
 from sqlglot import exp
 
 from floeline.errors import SqlError
-from floeline.sql.ddl import DEFAULT_DATABASE, DEFAULT_SCHEMA
+from floeline.sql.statements import DEFAULT_DATABASE, DEFAULT_SCHEMA
 from floeline.warehouse import load_history, pipes
 from floeline.warehouse.catalog import Warehouse
 

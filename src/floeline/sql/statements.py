@@ -22,6 +22,8 @@ from floeline.errors import SqlError
 from floeline.secrets import mask_assignments
 
 READ = "snowflake"
+# Where an unqualified name is: floeline's default database and schema.
+DEFAULT_DATABASE, DEFAULT_SCHEMA = "FLOELINE", "PUBLIC"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from floeline.errors import SqlError
-from floeline.sql.types import snowflake_type, spark_type
+from floeline.records.snowflake_sql.types import snowflake_type, spark_type
 
 SPARK_DIALECT = "databricks"
 METADATA_KEY = "RECORD_METADATA"

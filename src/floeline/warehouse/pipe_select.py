@@ -11,7 +11,7 @@ import re
 from sqlglot import exp
 
 from floeline.errors import SqlError
-from floeline.sql.expressions import Compiler, Mode, sql_string
+from floeline.records.snowflake_sql.expressions import Compiler, Mode, sql_string
 from floeline.warehouse.pipes import PipeColumn
 
 _SOURCE = "TABLE(DATA_SOURCE(TYPE=>'STREAMING'))"
