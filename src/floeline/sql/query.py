@@ -4,8 +4,8 @@ A query is read with sqlglot's Snowflake dialect. Tables named TABLE, SCHEMA.TAB
 DB.SCHEMA.TABLE are resolved against the warehouse directory and rewritten to Delta
 paths; Snowflake's variant access and functions (`record_metadata:topic`,
 `col:a.b::NUMBER`, `col['k']`, `col:arr[0]`, IFF, TO_NUMBER, ...) are compiled to
-Spark by floeline.records.snowflake_sql.expressions; the rest is written out by sqlglot's Spark
-(Databricks) generator. Time travel: `VERSION AS OF n` / `TIMESTAMP AS OF t`, or
+Spark by records/snowflake_sql/expressions.py; the rest is written out by sqlglot's
+Spark (Databricks) generator. Time travel: `VERSION AS OF n` / `TIMESTAMP AS OF t`, or
 Snowflake's `AT(VERSION => n)` / `AT(TIMESTAMP => t)`. Every table name must resolve
 in the warehouse: Spark's direct file queries (`delta."/path"`, `parquet."/x"`) and
 statements that reach paths are refused (sql/query_guard.py).
