@@ -4,8 +4,8 @@ land in its stage, each once.
 
 Each pipe is a Structured Streaming query, as a connector is: its source
 (sources/pipe_files.py, finding with warehouse/pipe_discovery.py) finds new files by
-listing the stage or from the S3 events of the pipe's SQS queue, and its foreachBatch loads them with COPY's own load
-(ingest/file_load.py): the rows of the files and their load-history entries go into
+listing the stage or from the S3 events of the pipe's SQS queue, and its foreachBatch
+loads them with COPY's own load (ingest/file_load.py): the rows of the files and their load-history entries go into
 the table in one Delta commit, and a file whose content the table already holds is
 skipped. So the table alone says which files are loaded, and a restart, a SIGKILL, a
 duplicate or late notification or a lost Spark checkpoint neither skips nor repeats a
