@@ -5,16 +5,16 @@ land in its stage, each once.
 Each pipe is a Structured Streaming query, as a connector is: its source
 (sources/pipe_files.py, finding with warehouse/pipe_discovery.py) finds new files by
 listing the stage or from the S3 events of the pipe's SQS queue, and its foreachBatch
-loads them with COPY's own load (ingest/file_load.py): the rows of the files and their load-history entries go into
-the table in one Delta commit, and a file whose content the table already holds is
-skipped. So the table alone says which files are loaded, and a restart, a SIGKILL, a
-duplicate or late notification or a lost Spark checkpoint neither skips nor repeats a
-file; a queue message is deleted only after its batch committed. A file that fails
-under the pipe's ON_ERROR (SKIP_FILE by default, as Snowpipe) is recorded as
-LOAD_FAILED and not tried again until ALTER PIPE p REFRESH. A pipe whose load or
-source fails is reported once, and its query is started again after RESTART_S (its
-failed batch is then run again); the other pipes go on. Pipes created or dropped while
-the service runs are picked up within SYNC_S seconds."""
+loads them with COPY's own load (ingest/file_load.py): the rows of the files and their
+load-history entries go into the table in one Delta commit, and a file whose content
+the table already holds is skipped. So the table alone says which files are loaded,
+and a restart, a SIGKILL, a duplicate or late notification or a lost Spark checkpoint
+neither skips nor repeats a file; a queue message is deleted only after its batch
+committed. A file that fails under the pipe's ON_ERROR (SKIP_FILE by default, as
+Snowpipe) is recorded as LOAD_FAILED and not tried again until ALTER PIPE p REFRESH. A
+pipe whose load or source fails is reported once, and its query is started again after
+RESTART_S (its failed batch is then run again); the other pipes go on. Pipes created
+or dropped while the service runs are picked up within SYNC_S seconds."""
 
 from __future__ import annotations
 
