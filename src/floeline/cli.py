@@ -125,7 +125,7 @@ def _cmd_status(args) -> int:
 
 def _cmd_sql(args) -> int:
     from floeline.spark import get_spark
-    from floeline.sql.query import format_rows, spark_error
+    from floeline.sql.results import format_rows, spark_error
     from floeline.sql.script import iter_script
     from floeline.sql.statements import split_script
     from floeline.warehouse.catalog import Warehouse

@@ -31,7 +31,8 @@ def run_demo(warehouse: str = "./warehouse") -> int:
     from floeline.ingest import Connector
     from floeline.sources.kafka import produce
     from floeline.spark import get_spark
-    from floeline.sql.query import format_rows, run_sql
+    from floeline.sql.results import format_rows
+    from floeline.sql.script import run_sql
     from floeline.warehouse.catalog import Warehouse
 
     bootstrap = devkafka.start()
@@ -64,7 +65,8 @@ def run_kinesis_demo(warehouse: str = "./warehouse") -> int:
     from floeline.config import config_from_dict
     from floeline.ingest import Connector
     from floeline.spark import get_spark
-    from floeline.sql.query import format_rows, run_sql
+    from floeline.sql.results import format_rows
+    from floeline.sql.script import run_sql
     from floeline.warehouse.catalog import Warehouse
 
     endpoints = devaws.start()
@@ -121,8 +123,8 @@ def run_firehose_demo(warehouse: str = "./warehouse", rounds: int = 3) -> int:
     from floeline import devaws
     from floeline.ingest.pipe_service import PipeService
     from floeline.spark import get_spark
-    from floeline.sql.query import format_rows, run_sql
-    from floeline.sql.script import run_script
+    from floeline.sql.results import format_rows
+    from floeline.sql.script import run_script, run_sql
     from floeline.warehouse.catalog import Warehouse
 
     endpoints = devaws.start()

@@ -16,7 +16,7 @@ import pytest
 from floeline import devkafka
 from floeline.config import load_config
 from floeline.sources.kafka import produce
-from floeline.sql.query import run_sql
+from floeline.sql.script import run_sql
 from floeline.warehouse.catalog import Warehouse
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,7 @@ import uuid
 import pytest
 
 from floeline.errors import RecordError
-from floeline.sql.query import run_sql
-from floeline.sql.script import run_script
+from floeline.sql.script import run_script, run_sql
 from floeline.warehouse.catalog import Warehouse
 
 from kinesis_io import (

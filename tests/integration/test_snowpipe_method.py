@@ -14,7 +14,7 @@ from floeline import devkafka
 from floeline.ingest import snowpipe_files
 from floeline.ingest.snowpipe_sink import table_stage_dir
 from floeline.sources.kafka import produce
-from floeline.sql.query import run_sql
+from floeline.sql.script import run_sql
 from floeline.warehouse import stage_store
 from floeline.warehouse.catalog import Warehouse
 

@@ -11,7 +11,7 @@ import pytest
 from floeline.errors import SqlError
 from floeline.sql.script import run_script
 from floeline.sql.statements import parse_statement, select_item_texts, split_script
-from floeline.sql.transform import compile_select
+from floeline.warehouse.pipe_select import compile_select
 from floeline.warehouse import pipes
 from floeline.warehouse.catalog import Warehouse
 

@@ -143,7 +143,8 @@ def test_variant_storage_reads_in_duckdb_as_in_spark(memory_log, make_config, ru
 
 def test_sql_reads_col_path_on_json_storage_as_on_variant(memory_log, make_config, run_memory,
                                                           spark, warehouse, tmp_path):
-    from floeline.sql.query import format_rows, run_sql
+    from floeline.sql.results import format_rows
+    from floeline.sql.script import run_sql
     from floeline.warehouse.catalog import Warehouse
 
     query = ("SELECT n, record_metadata:channel::string AS ch, payload:a::number AS a, "

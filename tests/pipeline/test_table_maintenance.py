@@ -10,7 +10,7 @@ import os
 import pytest
 
 from floeline.errors import SqlError
-from floeline.sql.query import run_sql
+from floeline.sql.script import run_sql
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.positions import read_committed
 

@@ -5,7 +5,7 @@ import pytest
 import sqlglot
 
 from floeline.errors import SqlError
-from floeline.sql.expressions import Compiler, Mode, variant_path_sql
+from floeline.records.snowflake_sql.expressions import Compiler, Mode, variant_path_sql
 
 
 def pipe(expression: str):

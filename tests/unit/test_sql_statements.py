@@ -7,7 +7,7 @@ import pytest
 from floeline.errors import SqlError
 from floeline.sql.statements import (CreatePipe, PipeCommand, parse_statement, select_item_texts,
                                      split_script)
-from floeline.sql.transform import compile_select
+from floeline.warehouse.pipe_select import compile_select
 from floeline.warehouse import pipes
 from floeline.warehouse.catalog import Warehouse
 

@@ -10,8 +10,8 @@ import pytest
 import sqlglot
 
 from floeline.errors import SqlError
-from floeline.sql.copy import parse_copy
-from floeline.sql.stage_ddl import parse_stage_ref
+from floeline.sql.copy_statement import parse_copy
+from floeline.sql.clauses import parse_stage_ref
 from floeline.warehouse.stage_paths import inside_stage, why_outside
 from floeline.warehouse.stage_store import LocalStore
 

@@ -7,9 +7,9 @@ import sqlglot
 from sqlglot import exp
 
 from floeline.errors import SqlError
-from floeline.records.values_to_columns import always_fits, logical_type
-from floeline.sql.types import declared_type, snowflake_type
 from floeline.records.columns import Column
+from floeline.records.snowflake_sql.types import declared_type, snowflake_type
+from floeline.records.values_to_columns import always_fits, logical_type
 
 
 def declared(sql_type: str) -> str:

@@ -3,18 +3,18 @@
 land in its stage, each once.
 
 Each pipe is a Structured Streaming query, as a connector is: its source
-(sources/pipe_files.py) finds new files by listing the stage or from the S3 events of
-the pipe's SQS queue, and its foreachBatch loads them with COPY's own load
-(ingest/file_load.py): the rows of the files and their load-history entries go into
-the table in one Delta commit, and a file whose content the table already holds is
-skipped. So the table alone says which files are loaded, and a restart, a SIGKILL, a
-duplicate or late notification or a lost Spark checkpoint neither skips nor repeats a
-file; a queue message is deleted only after its batch committed. A file that fails
-under the pipe's ON_ERROR (SKIP_FILE by default, as Snowpipe) is recorded as
-LOAD_FAILED and not tried again until ALTER PIPE p REFRESH. A pipe whose load or
-source fails is reported once, and its query is started again after RESTART_S (its
-failed batch is then run again); the other pipes go on. Pipes created or dropped while
-the service runs are picked up within SYNC_S seconds."""
+(sources/pipe_files.py, finding with warehouse/pipe_discovery.py) finds new files by
+listing the stage or from the S3 events of the pipe's SQS queue, and its foreachBatch
+loads them with COPY's own load (ingest/file_load.py): the rows of the files and their
+load-history entries go into the table in one Delta commit, and a file whose content
+the table already holds is skipped. So the table alone says which files are loaded,
+and a restart, a SIGKILL, a duplicate or late notification or a lost Spark checkpoint
+neither skips nor repeats a file; a queue message is deleted only after its batch
+committed. A file that fails under the pipe's ON_ERROR (SKIP_FILE by default, as
+Snowpipe) is recorded as LOAD_FAILED and not tried again until ALTER PIPE p REFRESH. A
+pipe whose load or source fails is reported once, and its query is started again after
+RESTART_S (its failed batch is then run again); the other pipes go on. Pipes created
+or dropped while the service runs are picked up within SYNC_S seconds."""
 
 from __future__ import annotations
 
@@ -30,11 +30,12 @@ from floeline.ingest.file_load import load_files
 from floeline.ingest.table_sink import first_lines
 from floeline.sources import s3_notifications
 from floeline.sources.pipe_files import FORMAT as PIPE_FILES_FORMAT
-from floeline.sources.pipe_files import (MAX_FILES_PER_BATCH, PipeFilesDataSource, split_pipe_name,
-                                         stage_of, stored_pipe)
+from floeline.sources.pipe_files import PipeFilesDataSource
 from floeline.warehouse import load_history, pipes, stages, tables
 from floeline.warehouse.catalog import Warehouse, folder_name
 from floeline.warehouse.load_history import LOAD_FAILED, FileLoad
+from floeline.warehouse.pipe_discovery import (MAX_FILES_PER_BATCH, Discovery, split_pipe_name, stage_of,
+                                              stored_pipe)
 from floeline.warehouse.stage_store import StagedFile
 
 log = logging.getLogger("floeline")
@@ -56,6 +57,14 @@ class PipeStatus:
     pending: int
     last_file: str | None
     last_load_ms: int | None
+
+
+class StagePipeFiles(PipeFilesDataSource):
+    """The pipe source, finding a pipe's files in the warehouse (its stage, its queue)."""
+
+    @staticmethod
+    def finder(warehouse_root: str, pipe_name: str, poll_s: float) -> Discovery:
+        return Discovery(Warehouse(warehouse_root), pipe_name, poll_s)
 
 
 def stage_pipes(warehouse: Warehouse) -> list[tuple[str, str, pipes.Pipe]]:
@@ -147,7 +156,7 @@ class PipeService:
         self.processed = 0  # files processed since the last poll()
         self._batch_error: dict[str, str] = {}
         self._stop = threading.Event()
-        spark.dataSource.register(PipeFilesDataSource)
+        spark.dataSource.register(StagePipeFiles)
         warehouse.prepare_spark(spark)
 
     def checkpoint(self, name: str) -> str:

@@ -12,7 +12,7 @@ Per table and micro-batch:
      (snowpipe_files.py);
   3. the table's pipe (COPY INTO t (RECORD_METADATA, RECORD_CONTENT) FROM (SELECT
      $1:meta, $1:content FROM @stage), ON_ERROR=SKIP_FILE as Snowpipe) loads them with
-     COPY's load (sql/copy.py): the rows, the files' load history and the channels' new
+     COPY's load (ingest/file_load.py): the rows, the files' load history and the channels' new
      positions in ONE Delta commit, so resuming (table_state.py) works as for streaming;
   4. loaded files are removed; a file that failed (LOAD_FAILED) is moved to the table
      stage `<warehouse>/<DB>/<SCHEMA>/_table_stages/<TABLE>/` with `<file>.error.json`
@@ -42,6 +42,8 @@ from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import quote
 
+import sqlglot
+
 from floeline.errors import TableError, storage_full
 from floeline.ingest import snowpipe_files
 from floeline.ingest.progress import BatchReport
@@ -53,6 +55,7 @@ from floeline.sources.base import max_position_sql, min_position_sql
 from floeline.warehouse import load_history, pipes, stage_store, stages, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import LOAD_FAILED
+from floeline.warehouse.pipe_select import compile_stage_select
 from floeline.warehouse.positions import commit_entry
 from floeline.records.columns import METADATA_COLUMN, Column
 
@@ -66,6 +69,27 @@ _PLAIN = re.compile(r"[A-Z_][A-Z0-9_$]*")
 
 def _sql_name(*parts: str) -> str:
     return ".".join(p if _PLAIN.fullmatch(p) else '"' + p.replace('"', '""') + '"' for p in parts)
+
+
+def _table_pipe(name: str, ref: TableRef, stage: stages.Stage, columns: list[str]) -> pipes.Pipe:
+    """The table's pipe, as `CREATE PIPE name AS COPY INTO table (RECORD_METADATA,
+    RECORD_CONTENT) FROM (SELECT $1:meta, $1:content FROM @stage) FILE_FORMAT=(TYPE=JSON)`
+    stores it (Snowpipe's ON_ERROR=SKIP_FILE; no AUTO_INGEST: the sink loads the files);
+    the table's other columns get NULL."""
+    select = "SELECT $1:meta, $1:content"
+    text = (f"CREATE PIPE IF NOT EXISTS {_sql_name(ref.database, ref.schema, name)} AS "
+            f"COPY INTO {_sql_name(ref.database, ref.schema, ref.name)} "
+            f"({METADATA_COLUMN}, {CONTENT_COLUMN}) FROM ({select} FROM "
+            f"@{_sql_name(ref.database, ref.schema, stage.name)}) FILE_FORMAT=(TYPE=JSON)")
+    compiled = compile_stage_select(sqlglot.parse_one(select, read="snowflake"),
+                                    [METADATA_COLUMN, CONTENT_COLUMN], None, positional=False)
+    by_name = dict(zip((METADATA_COLUMN, CONTENT_COLUMN), compiled))
+    copy = {"stage": [stage.database, stage.schema, stage.name], "path": "", "pattern": None,
+            "file_format": {"TYPE": "JSON"}, "on_error": ON_ERROR, "match_by_column_name": False,
+            "auto_ingest": False, "refreshed_ms": 0, "notification_channel": None}
+    return pipes.Pipe(name=name, table=ref.name, kind="pipe", sql=text,
+                      columns=tuple(by_name.get(c, pipes.PipeColumn("NULL")) for c in columns),
+                      database=ref.database, schema=ref.schema, copy=copy)
 
 
 def table_stage_dir(warehouse, ref: TableRef) -> Path:
@@ -98,8 +122,6 @@ class SnowpipeSink:
     def _set_up(self, state: TableState) -> tuple[stages.Stage, pipes.Pipe]:
         """The table (RECORD_METADATA, RECORD_CONTENT), its stage and its pipe, created
         when missing; checked once per table per run."""
-        from floeline.sql.script import run_script
-
         p = self.pipeline
         ref = state.ref
         ready = self.stages.get(ref.full_name)
@@ -120,13 +142,8 @@ class SnowpipeSink:
         pipe_name = snowpipe_files.pipe_name(p.config.name, ref.name)
         pipe = pipes.load(p.warehouse, ref.database, ref.schema, "pipe", pipe_name)
         if pipe is None:
-            run_script(p.spark, (
-                f"CREATE PIPE IF NOT EXISTS {_sql_name(ref.database, ref.schema, pipe_name)} AS "
-                f"COPY INTO {_sql_name(ref.database, ref.schema, ref.name)} "
-                f"({METADATA_COLUMN}, {CONTENT_COLUMN}) FROM (SELECT $1:meta, $1:content FROM "
-                f"@{_sql_name(ref.database, ref.schema, stage.name)}) FILE_FORMAT=(TYPE=JSON)"),
-                p.warehouse)
-            pipe = pipes.load(p.warehouse, ref.database, ref.schema, "pipe", pipe_name)
+            pipe = _table_pipe(pipe_name, ref, stage, [c.name for c in schema.columns])
+            pipes.save(p.warehouse, pipe, ref.database, ref.schema)
         self.stages[ref.full_name] = stage, pipe
         return stage, pipe
 

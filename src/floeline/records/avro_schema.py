@@ -18,7 +18,7 @@ from typing import Any
 from floeline.records.record import Float32
 
 # Connect type -> Snowflake's column (SnowflakeColumnTypeMapper) -> floeline's Spark type
-# (sql/types.py): INT8..INT64 -> NUMBER; FLOAT32/64 -> FLOAT/DOUBLE; Decimal -> VARCHAR;
+# (records/snowflake_sql/types.py): INT8..INT64 -> NUMBER; FLOAT32/64 -> FLOAT/DOUBLE; Decimal -> VARCHAR;
 # Date -> DATE; Time -> TIME (a string here); Timestamp -> TIMESTAMP_NTZ; ARRAY -> ARRAY,
 # MAP and STRUCT -> VARIANT. BYTES would be BINARY in Snowflake; floeline keeps the
 # base64 text the conversion rules give, in a VARCHAR (see README).

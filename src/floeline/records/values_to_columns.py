@@ -71,7 +71,7 @@ def logical_type(column: Column) -> str:
 
 def type_name(column: Column) -> str:
     """The column's type as messages show it (DESCRIBE's words)."""
-    from floeline.sql.types import snowflake_type
+    from floeline.records.snowflake_sql.types import snowflake_type
 
     return snowflake_type(column.type, column.declared)
 

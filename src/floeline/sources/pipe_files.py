@@ -11,17 +11,13 @@ history, committed with the rows, is what makes a file load once: this source on
 has to never *miss* a file, so after a restart or a lost checkpoint it may hand out
 files again and they are skipped.
 
-How files are found (`read`, in Spark's long-lived Python process on the driver):
-- listing: the stage is listed every `poll` seconds; files not handed out before by
-  this process (name, size, modification time) are new;
-- notifications: a pipe on an S3 stage with a notification_channel receives its SQS
-  queue's ObjectCreated events (long polling) and hands out the files they name. The
-  stage is also listed once when the source starts and after each ALTER PIPE REFRESH,
-  so files that landed while no event reached the queue are not left behind. A
-  message rides in the batch (a row with its receipt handle) and the pipe service
-  deletes it after the batch's files are committed (Spark's `commit(end)` comes only
-  when the next batch starts, too late for a queue): a crash before leaves the message
-  queued, and it comes back after the queue's visibility timeout.
+How files are found (`read`, in Spark's long-lived Python process on the driver) is
+the finder's business: a subclass of PipeFilesDataSource names it (the pipe service's
+reads the warehouse: warehouse/pipe_discovery.py), so this source knows files and
+queue messages, not stages. A message rides in the batch (a row with its receipt
+handle) and the pipe service deletes it after the batch's files are committed (Spark's
+`commit(end)` comes only when the next batch starts, too late for a queue): a crash
+before leaves the message queued, and it comes back after the queue's visibility timeout.
 
 The end offset of a batch holds its files, so a batch Spark re-runs after a failure
 (`readBetweenOffsets`) is exactly the batch it logged:
@@ -32,18 +28,13 @@ The end offset of a batch holds its files, so a batch Spark re-runs after a fail
 from __future__ import annotations
 
 import logging
-import time
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
-from floeline.errors import ConfigError, FloelineError
-from floeline.sources import s3_notifications
-from floeline.warehouse import pipes, stage_store, stages
-from floeline.warehouse.catalog import Warehouse
-from floeline.warehouse.stage_store import StagedFile
+from floeline.errors import ConfigError
 
 log = logging.getLogger("floeline")
 
@@ -51,64 +42,40 @@ FORMAT = "floeline_pipe_files"
 SCHEMA = "name string, location string, size bigint, modified_ms bigint, receipt string"
 _ARROW_SCHEMA = pa.schema([("name", pa.string()), ("location", pa.string()), ("size", pa.int64()),
                           ("modified_ms", pa.int64()), ("receipt", pa.string())])
-MAX_FILES_PER_BATCH = 500  # files per micro-batch (and per commit): bounds a load's memory
 
 
-def split_pipe_name(full_name: str) -> tuple[str, str, str]:
-    database, schema, name = full_name.split(".")
-    return database, schema, name
+class FileFinder(Protocol):
+    """What the reader asks for new files: (files, messages), each file with `name`,
+    `location`, `size` and `modified_ms`, each message with its `receipt` handle.
+    `wait` False (Trigger.AvailableNow): no waiting."""
+
+    def next_files(self, wait: bool) -> tuple[list, list]: ...
 
 
-def stored_pipe(warehouse: Warehouse, full_name: str) -> pipes.Pipe | None:
-    """The auto-ingest pipe DB.SCHEMA.PIPE as stored now (None once dropped)."""
-    database, schema, name = split_pipe_name(full_name)
-    pipe = pipes.load(warehouse, database, schema, "pipe", name)
-    return pipe if pipe is not None and pipe.loads_files and pipe.copy.get("auto_ingest") else None
-
-
-def stage_of(warehouse: Warehouse, pipe: pipes.Pipe) -> stages.Stage:
-    database, schema, name = pipe.copy["stage"]
-    stage = stages.load_stage(warehouse, database, schema, name)
-    if stage is None:
-        raise FloelineError(f"pipe {pipe.name}: its stage {database}.{schema}.{name} was dropped; "
-                            f"create it again or DROP PIPE {pipe.name}")
-    return stage
-
-
-def notified_files(warehouse: Warehouse, stage: stages.Stage, pipe: pipes.Pipe,
-                   messages: list[s3_notifications.Message]) -> list[StagedFile]:
-    """The stage's files that the messages name, as they are now (a file gone since
-    its event is left out; one named twice is there once)."""
-    store = stage_store.store_for(warehouse, stage)
-    names = {o.key[len(store.prefix):] for m in messages for o in m.objects
-             if o.bucket == store.bucket and o.key.startswith(store.prefix)}
-    names = {n for n in names if n.startswith(pipe.copy["path"].lstrip("/")) and not stage_store.hidden(n)}
-    found = [f for f in (store.file(n) for n in sorted(names)) if f is not None]
-    return stages.select_files(found, pipe.copy["path"], None, pipe.copy.get("pattern"))
-
-
-def encode_files(files: list[StagedFile]) -> list[list]:
+def encode_files(files) -> list[list]:
+    """Files as an offset holds them: [name, location, size, modified_ms]."""
     return [[f.name, f.location, f.size, f.modified_ms] for f in files]
 
 
-def decode_files(rows) -> list[StagedFile]:
-    return [StagedFile(str(n), str(loc), int(size), int(ms)) for n, loc, size, ms in rows]
-
-
-def arrow_batch(files: list[StagedFile], receipts: list[str] = ()) -> pa.RecordBatch:
-    """A row per file, and a row per queue message (its receipt handle) to delete
-    once the files are committed."""
+def arrow_batch(encoded: list[list], receipts: list[str] = ()) -> pa.RecordBatch:
+    """A row per file (as encode_files wrote it), and a row per queue message (its
+    receipt handle) to delete once the files are committed."""
     return pa.RecordBatch.from_pylist(
-        [{"name": f.name, "location": f.location, "size": f.size, "modified_ms": f.modified_ms}
-         for f in files] + [{"receipt": r} for r in receipts], schema=_ARROW_SCHEMA)
+        [{"name": str(n), "location": str(loc), "size": int(size), "modified_ms": int(ms)}
+         for n, loc, size, ms in encoded] + [{"receipt": r} for r in receipts], schema=_ARROW_SCHEMA)
 
 
 class PipeFilesDataSource(DataSource):
-    """`spark.readStream.format("floeline_pipe_files")`: see the module."""
+    """`spark.readStream.format("floeline_pipe_files")`: see the module. A subclass
+    says how files are found (`finder`); that subclass is the one to register."""
 
     @classmethod
     def name(cls) -> str:
         return FORMAT
+
+    @staticmethod
+    def finder(warehouse_root: str, pipe_name: str, poll_s: float) -> FileFinder:
+        raise NotImplementedError("register a PipeFilesDataSource subclass that names its finder")
 
     def schema(self):
         return SCHEMA
@@ -117,29 +84,32 @@ class PipeFilesDataSource(DataSource):
         for option in ("warehouse", "pipe"):
             if option not in self.options:
                 raise ConfigError(f"the {FORMAT} source needs the {option!r} option")
-        return PipeFilesReader(self.options["warehouse"], self.options["pipe"],
+        return PipeFilesReader(type(self), self.options["warehouse"], self.options["pipe"],
                                float(self.options.get("poll", "1")))
 
 
 class PipeFilesReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Discovery on the driver. Runtime state (the queue client, what was handed out,
-    messages waiting for their batch's commit) lives in the process that reads and is
-    never pickled."""
+    """Discovery on the driver. Runtime state (the finder: its queue client, what was
+    handed out, messages waiting for their batch's commit) lives in the process that
+    reads and is never pickled; `source` (the registered data source class, pickled by
+    reference) makes it there."""
 
-    def __init__(self, warehouse_root: str, pipe_name: str, poll_s: float = 1.0):
+    def __init__(self, source: type[PipeFilesDataSource], warehouse_root: str, pipe_name: str,
+                 poll_s: float = 1.0):
+        self.source = source
         self.warehouse_root, self.pipe_name, self.poll_s = warehouse_root, pipe_name, poll_s
         self.available_now = False
-        self._discovery: Discovery | None = None
+        self._finder: FileFinder | None = None
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_discovery"] = None
+        state["_finder"] = None
         return state
 
-    def discovery(self) -> "Discovery":
-        if self._discovery is None:
-            self._discovery = Discovery(Warehouse(self.warehouse_root), self.pipe_name, self.poll_s)
-        return self._discovery
+    def discovery(self) -> FileFinder:
+        if self._finder is None:
+            self._finder = self.source.finder(self.warehouse_root, self.pipe_name, self.poll_s)
+        return self._finder
 
     def initialOffset(self) -> dict:
         return {"batch": 0, "files": []}
@@ -152,69 +122,14 @@ class PipeFilesReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow)
         if not files and not messages:
             return iter([]), start
         end = {"batch": int(start.get("batch", 0)) + 1, "files": encode_files(files)}
-        return iter([arrow_batch(files, [m.receipt for m in messages])]), end
+        return iter([arrow_batch(end["files"], [m.receipt for m in messages])]), end
 
     def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[pa.RecordBatch]:
         """A logged batch again: its files. (Its messages, if any, were not deleted and
         come back after the queue's visibility timeout, to find their files loaded.)"""
-        files = decode_files(end.get("files", []))
+        files = end.get("files", [])
         return iter([arrow_batch(files)] if files else [])
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the pipe service deletes a batch's messages after its commit
         (Spark calls this only when the next batch starts)."""
-
-
-class Discovery:
-    """What one pipe's reader has found and handed out."""
-
-    def __init__(self, warehouse: Warehouse, pipe_name: str, poll_s: float):
-        self.warehouse, self.pipe_name, self.poll_s = warehouse, pipe_name, poll_s
-        self.handed: set[tuple[str, int, int]] = set()  # (name, size, modified_ms)
-        self.listed_for: int | None = None  # the REFRESH the last full listing served
-        self.last_listing = 0.0
-        self.queue: s3_notifications.NotificationQueue | None = None
-        self.backlog: list[StagedFile] = []  # found but over a batch's size
-
-    def next_files(self, wait: bool) -> tuple[list[StagedFile], list[s3_notifications.Message]]:
-        """New files (at most MAX_FILES_PER_BATCH) and the messages they came from.
-        `wait` False (Trigger.AvailableNow): no waiting, and a listed stage is listed
-        once; a queue is read until it is empty."""
-        if self.backlog:
-            return self._take([]), []
-        pipe = stored_pipe(self.warehouse, self.pipe_name)
-        if pipe is None:
-            return [], []  # dropped: the service stops this query
-        refreshed = pipe.copy.get("refreshed_ms", 0)
-        if self.listed_for != refreshed:
-            self.handed.clear()  # REFRESH: files failed before may be tried again
-        channel = pipe.copy.get("notification_channel")
-        if not channel and not wait and self.listed_for == refreshed:
-            return [], []  # Trigger.AvailableNow: what the stage held when the run began
-        if not channel or self.listed_for != refreshed:
-            if wait and not channel:  # a listed stage is listed every poll_s
-                time.sleep(max(0.0, self.last_listing + self.poll_s - time.monotonic()))
-            self.last_listing = time.monotonic()
-            stage = stage_of(self.warehouse, pipe)
-            listed = stages.select_files(stages.list_files(self.warehouse, stage, pipe.copy["path"]),
-                                         pipe.copy["path"], None, pipe.copy.get("pattern"))
-            self.listed_for = refreshed
-            return self._take(listed), []
-        stage = stage_of(self.warehouse, pipe)
-        if self.queue is None or self.queue.arn != channel:
-            self.queue = s3_notifications.NotificationQueue(channel, stage.resolved_credentials(), stage.endpoint)
-        # An idle queue is long-polled (whole seconds); a shorter poll sleeps instead.
-        wait_s = int(self.poll_s) if wait else 0
-        messages = self.queue.receive(wait_s=wait_s, max_messages=MAX_FILES_PER_BATCH)
-        if not messages:
-            if wait and not wait_s:
-                time.sleep(self.poll_s)
-            return [], []
-        return self._take(notified_files(self.warehouse, stage, pipe, messages)), messages
-
-    def _take(self, found: list[StagedFile]) -> list[StagedFile]:
-        new = list({(f.name, f.size, f.modified_ms): f for f in self.backlog + found
-                    if (f.name, f.size, f.modified_ms) not in self.handed}.values())
-        batch, self.backlog = new[:MAX_FILES_PER_BATCH], new[MAX_FILES_PER_BATCH:]
-        self.handed.update((f.name, f.size, f.modified_ms) for f in batch)
-        return batch

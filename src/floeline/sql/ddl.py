@@ -16,10 +16,11 @@ from sqlglot import exp
 
 from floeline.errors import FloelineError, SqlError, TableError
 from floeline.naming import DEFAULT_DATABASE, DEFAULT_SCHEMA
+from floeline.records.snowflake_sql.types import declared_type, snowflake_type, spark_type
+from floeline.sql.copy_statement import parse_copy, transformation
 from floeline.sql.statements import (CreatePipe, Name, Parsed, PipeCommand, identifier,
                                      select_item_texts, table_name)
-from floeline.sql.transform import compile_select
-from floeline.sql.types import declared_type, snowflake_type, spark_type
+from floeline.warehouse.pipe_select import compile_select
 from floeline.warehouse import pipes, tables
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.records.columns import Column
@@ -346,7 +347,6 @@ class Ddl:
         """A pipe that loads staged files: its COPY is checked (table, stage, file format,
         transformation) and stored; `floeline pipes run` runs it when AUTO_INGEST=TRUE."""
         from floeline.sources import s3_notifications
-        from floeline.sql.copy import parse_copy, transformation
         from floeline.warehouse import stage_store, stages
 
         copy = parse_copy(create.copy)

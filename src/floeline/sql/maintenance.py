@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from floeline.errors import SqlError
 from floeline.records.content import quote_column
-from floeline.sql.query import spark_error
+from floeline.sql.results import spark_error
 from floeline.warehouse.catalog import TableRef
 
 

@@ -4,8 +4,8 @@ A query is read with sqlglot's Snowflake dialect. Tables named TABLE, SCHEMA.TAB
 DB.SCHEMA.TABLE are resolved against the warehouse directory and rewritten to Delta
 paths; Snowflake's variant access and functions (`record_metadata:topic`,
 `col:a.b::NUMBER`, `col['k']`, `col:arr[0]`, IFF, TO_NUMBER, ...) are compiled to
-Spark by floeline.sql.expressions; the rest is written out by sqlglot's Spark
-(Databricks) generator. Time travel: `VERSION AS OF n` / `TIMESTAMP AS OF t`, or
+Spark by records/snowflake_sql/expressions.py; the rest is written out by sqlglot's
+Spark (Databricks) generator. Time travel: `VERSION AS OF n` / `TIMESTAMP AS OF t`, or
 Snowflake's `AT(VERSION => n)` / `AT(TIMESTAMP => t)`. Every table name must resolve
 in the warehouse: Spark's direct file queries (`delta."/path"`, `parquet."/x"`) and
 statements that reach paths are refused (sql/query_guard.py).
@@ -19,14 +19,14 @@ columns, `col:path` and casts included, whichever form the table stores."""
 
 from __future__ import annotations
 
-import json
-
 import sqlglot
 from sqlglot import exp
 
 from floeline.errors import SqlError, TableError
-from floeline.sql.expressions import SPARK_DIALECT, Compiler, Mode
+from floeline.records.snowflake_sql.expressions import SPARK_DIALECT, Compiler, Mode
+from floeline.sql.load_functions import expand_load_functions
 from floeline.sql.query_guard import check_statement, direct_file_error, is_direct_file_reference
+from floeline.sql.results import spark_error
 from floeline.warehouse.catalog import Warehouse
 from floeline.records.columns import stores_json
 from floeline.warehouse.tables import read_schema
@@ -113,21 +113,8 @@ def _parsed_view(table: exp.Table, columns) -> exp.Subquery:
     return exp.Subquery(this=exp.Select(expressions=items).from_(inner), alias=alias)
 
 
-def run_sql(spark, sql: str, warehouse: Warehouse):
-    """The result of the script's last statement as a Spark DataFrame (every
-    statement runs; see floeline.sql.script.run_script)."""
-    from floeline.sql.script import run_script
-
-    results = run_script(spark, sql, warehouse)
-    if not results:
-        raise SqlError("no SQL statement given")
-    return results[-1][1]
-
-
 def run_query(spark, tree: exp.Expression, warehouse: Warehouse):
     """A parsed query's result as a Spark DataFrame."""
-    from floeline.sql.load_functions import expand_load_functions
-
     check_statement(tree)
     spark_sql = translate_tree(expand_load_functions(spark, tree, warehouse), warehouse,
                                lambda ref: _columns(spark, ref))
@@ -140,48 +127,3 @@ def run_query(spark, tree: exp.Expression, warehouse: Warehouse):
 def _columns(spark, ref):
     schema = read_schema(spark, ref)
     return list(schema.columns) if schema is not None else None
-
-
-def spark_error(exc: Exception) -> str:
-    """A Spark exception's message without the JVM stack trace."""
-    message = str(exc).split("\n\nJVM stacktrace")[0].split("\nJVM stacktrace")[0]
-    return message.split("\n'")[0].split("\n+-")[0].strip()  # without Spark's query plan
-
-
-def _printable(df):
-    """Variant and complex columns as JSON text, so every value prints plainly."""
-    exprs = []
-    for field in df.schema.fields:
-        name = "`" + field.name.replace("`", "``") + "`"
-        kind = field.dataType.typeName()
-        if kind in ("variant", "struct", "array", "map"):
-            exprs.append(f"to_json({name}) AS {name}")
-        else:
-            exprs.append(name)
-    return df.selectExpr(*exprs)
-
-
-def format_rows(df, fmt: str = "table") -> str:
-    """The result as an aligned text table or as one JSON object per line."""
-    names = df.columns
-    rows = _printable(df).collect()
-    if fmt == "json":
-        out = []
-        for row in rows:
-            obj = {}
-            for name, field, value in zip(names, df.schema.fields, row):
-                if value is not None and field.dataType.typeName() in ("variant", "struct", "array", "map"):
-                    value = json.loads(value)
-                elif value is not None and not isinstance(value, (int, float, bool, str)):
-                    value = float(value) if field.dataType.typeName() == "decimal" and value % 1 else (
-                        int(value) if field.dataType.typeName() == "decimal" else str(value))
-                obj[name] = value
-            out.append(json.dumps(obj, ensure_ascii=False))
-        return "\n".join(out)
-    cells = [["NULL" if v is None else str(v) for v in row] for row in rows]
-    widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
-    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    fmt_row = lambda values: "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
-    body = [line, fmt_row(names), line] + [fmt_row(r) for r in cells] + [line]
-    body.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(body)

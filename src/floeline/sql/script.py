@@ -1,6 +1,7 @@
 """Run a SQL script (one statement, or several separated by `;`): the entry point of
 `floeline sql` and of Python callers.
 
+    from floeline.sql.results import format_rows
     from floeline.sql.script import run_script
     for statement, df in run_script(spark, open("setup.sql").read(), Warehouse("./warehouse")):
         print(format_rows(df))
@@ -25,6 +26,15 @@ from floeline.warehouse.catalog import Warehouse
 def run_script(spark, script: str, warehouse: Warehouse) -> list[tuple[Statement, object]]:
     """(statement, result DataFrame) for each statement of the script."""
     return list(iter_script(spark, script, warehouse))
+
+
+def run_sql(spark, sql: str, warehouse: Warehouse):
+    """The result of the script's last statement as a Spark DataFrame (every
+    statement runs, as in run_script)."""
+    results = run_script(spark, sql, warehouse)
+    if not results:
+        raise SqlError("no SQL statement given")
+    return results[-1][1]
 
 
 def iter_script(spark, script: str, warehouse: Warehouse):

@@ -23,7 +23,6 @@ from floeline.secrets import mask_assignments
 
 READ = "snowflake"
 
-
 @dataclass(frozen=True)
 class Name:
     """An object name as written: its parts (1 to 3) and which were double-quoted."""

@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from floeline.errors import SqlError
 from floeline.records.content import sql_string
-from floeline.sql.types import snowflake_type, spark_type
+from floeline.records.snowflake_sql.types import snowflake_type, spark_type
 
 SPARK_DIALECT = "databricks"
 METADATA_KEY = "RECORD_METADATA"

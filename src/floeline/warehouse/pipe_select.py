@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from floeline.errors import SqlError
 from floeline.records.content import sql_string
-from floeline.sql.expressions import Compiler, Mode
+from floeline.records.snowflake_sql.expressions import Compiler, Mode
 from floeline.warehouse.pipes import PipeColumn
 
 _SOURCE = "TABLE(DATA_SOURCE(TYPE=>'STREAMING'))"
