@@ -241,7 +241,7 @@ def _offset(row) -> int:
 
 
 def test_kafka_corpus_into_a_hand_made_table(kafka, topic_name, make_config, run_connector, read_table, sql):
-    from floeline import devkafka
+    from floeline.dev import kafka as devkafka
     from floeline.sources.kafka import produce
 
     topic = topic_name("typed")
@@ -309,7 +309,7 @@ def _avro_value(schema_id: int, record_id: int) -> bytes:
 
 def test_kafka_corpus_of_converter_errors_to_the_dlq(kafka, schema_registry, topic_name, make_config,
                                                      run_connector, read_table):
-    from floeline import devkafka
+    from floeline.dev import kafka as devkafka
     from floeline.records.converters import AVRO_CONVERTER, JSON_CONVERTER
     from floeline.sources.kafka import produce
     from records_io import consume_all, headers_of, register

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.records.converters import JSON_CONVERTER, to_json_text
 from floeline.records.header_values import parse_header_text
 from floeline.records.headers import SIMPLE_HEADER_CONVERTER, HeaderRules, java_text

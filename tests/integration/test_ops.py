@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.ingest import Connector
 from floeline.sources.kafka import produce
 

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.config import config_from_dict, load_config
 from floeline.ingest import Connector
 from floeline.ops.status import connector_status

@@ -50,7 +50,7 @@ class KafkaHarness:
     kind = "kafka"
 
     def __init__(self, kafka, make_config):
-        from floeline import devkafka
+        from floeline.dev import kafka as devkafka
 
         self.kafka = kafka
         self.topic = f"contract_{uuid.uuid4().hex[:8]}"
