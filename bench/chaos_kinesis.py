@@ -48,7 +48,7 @@ from chaos_common import (  # it puts src/ on the path
     chunk_sizes, row, spread, wait_for)
 from floeline.dev import aws as devaws  # noqa: E402
 from floeline.dev.services import free_port  # noqa: E402
-from floeline.sources.kpl import aggregate  # noqa: E402
+from floeline.sources.kinesis.kpl import aggregate  # noqa: E402
 
 CONNECTOR = "kchaos"
 # (stream stem, shards, record kind); the third starts mid-stream, the first is split.

@@ -64,7 +64,7 @@ def _show_kafka_routes(config) -> None:
 def _show_kinesis_routes(config) -> None:
     """stream -> DB.SCHEMA.TABLE for each stream, and where checkpoints are kept."""
     from floeline.naming import display_identifier
-    from floeline.sources.kinesis import table_name_for_stream
+    from floeline.sources.kinesis.source import table_name_for_stream
 
     for stream in config.kinesis.streams:
         table = display_identifier(table_name_for_stream(stream))

@@ -355,7 +355,7 @@ ONE_MIB = 1024 * 1024
 
 
 def _kpl_bytes(records: list[tuple[str, bytes]]) -> bytes:
-    from floeline.sources.kpl import aggregate
+    from floeline.sources.kinesis.kpl import aggregate
 
     return aggregate(records)
 
@@ -369,7 +369,7 @@ def _kpl_bad_md5() -> bytes:
 def _kpl_right_md5_bad_protobuf() -> bytes:
     import hashlib
 
-    from floeline.sources.kpl import MAGIC
+    from floeline.sources.kinesis.kpl import MAGIC
 
     body = b"\x1a\xff\xff\x03junk"  # a Record field whose length runs past the end
     return MAGIC + body + hashlib.md5(body).digest()

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from floeline.errors import FloelineError, RetriesExhausted
-from floeline.sources import kinesis_reader
-from floeline.sources.kinesis_reader import (
+from floeline.sources.kinesis import reader as kinesis_reader
+from floeline.sources.kinesis.reader import (
     FORMAT, SCHEMA, KinesisDataSource, KinesisStreamReader, Spec, decode_offset)
-from floeline.sources.kpl import aggregate
+from floeline.sources.kinesis.kpl import aggregate
 
 pytestmark = pytest.mark.integration
 
@@ -376,7 +376,7 @@ class CountingKinesis(kinesis_reader.Kinesis):
 
 def direct_reader(aws, stream: str, **extra):
     """A reader over `stream` whose calls are counted (reader, counter)."""
-    from floeline.sources.kinesis_reader import _Runtime
+    from floeline.sources.kinesis.reader import _Runtime
 
     reader = KinesisStreamReader(Spec.parse(json.dumps(make_spec(aws, stream, **extra))))
     counting = CountingKinesis(reader.spec.aws)

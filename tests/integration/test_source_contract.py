@@ -99,7 +99,7 @@ class KinesisHarness:
         return [(f"{self.stream}/{shard}", seq) for shard, seq in put(self.aws, self.stream, values)]
 
     def source(self):
-        from floeline.sources.kinesis import KinesisSource
+        from floeline.sources.kinesis.source import KinesisSource
 
         return KinesisSource(self.config)
 

@@ -54,7 +54,7 @@ from floeline.config.kinesis import AwsSettings
 from floeline.errors import ConfigError, FloelineError, RetriesExhausted, ServiceUnavailable
 from floeline.sources import aws
 from floeline.sources.base import position_after
-from floeline.sources.kpl import UserRecord, deaggregate
+from floeline.sources.kinesis.kpl import UserRecord, deaggregate
 
 log = logging.getLogger("floeline")
 
