@@ -26,7 +26,7 @@ from floeline.sources.kafka import produce
 from floeline.sql.script import run_script
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.owners import TableOwned
-from floeline.warehouse.storage import S3Settings
+from floeline.config.locations import S3Settings
 
 pytestmark = pytest.mark.integration
 
