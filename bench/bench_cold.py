@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_ingest import PARTITIONS, produce_records  # noqa: E402
 
-from floeline import devkafka  # noqa: E402
+from floeline.dev import kafka as devkafka  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")

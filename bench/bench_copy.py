@@ -136,8 +136,8 @@ def notified_latency(spark, warehouse: Warehouse, work: str, seconds: int) -> li
     queue (long polling)."""
     import boto3
 
-    from floeline import devaws
-    from floeline.devprocess import next_or_free_port
+    from floeline.dev import aws as devaws
+    from floeline.dev.services import next_or_free_port
 
     # its own services, on ports beside the defaults (a demo's may be running)
     endpoints = devaws.start(os.path.join(work, "aws"), kinesis_port=next_or_free_port(14568),

@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from floeline import devkafka  # noqa: E402
+from floeline.dev import kafka as devkafka  # noqa: E402
 from floeline.config import config_from_dict  # noqa: E402
 from floeline.ingest import Connector  # noqa: E402
 from floeline.sources.kafka import SPARK_SOURCE_OPTIONS, produce  # noqa: E402

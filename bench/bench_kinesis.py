@@ -40,10 +40,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 import boto3  # noqa: E402
 
-from floeline import devaws  # noqa: E402
+from floeline.dev import aws as devaws  # noqa: E402
 from floeline.config import config_from_dict  # noqa: E402
 from floeline.ingest import Connector  # noqa: E402
-from floeline.sources.kpl import aggregate, deaggregate  # noqa: E402
+from floeline.sources.kinesis.kpl import aggregate, deaggregate  # noqa: E402
 from floeline.spark import get_spark  # noqa: E402
 
 SHARDS = 4

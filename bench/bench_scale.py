@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_cold import _cpu_and_rss, _tree  # noqa: E402
 from bench_ingest import produce_records, record  # noqa: E402
 
-from floeline import devkafka  # noqa: E402
+from floeline.dev import kafka as devkafka  # noqa: E402
 
 CASES = ("single", "many", "p64")
 RESULT_MARK = "bench_scale result: "

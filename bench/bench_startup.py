@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from floeline import devkafka  # noqa: E402
+from floeline.dev import kafka as devkafka  # noqa: E402
 from floeline.sources.kafka import produce  # noqa: E402
 
 _FIRST = re.compile(r"first commit ([0-9.]+) s after launch: (.*)")

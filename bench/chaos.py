@@ -44,8 +44,8 @@ from pathlib import Path
 from chaos_common import (  # it puts src/ on the path
     DATABASE, MOMENTS, SCHEMA, ConnectorProcess, TableCount, TableWatcher, await_moment,
     chunk_sizes, row, spread, wait_for)
-from floeline import devkafka  # noqa: E402
-from floeline.devprocess import free_port  # noqa: E402
+from floeline.dev import kafka as devkafka  # noqa: E402
+from floeline.dev.services import free_port  # noqa: E402
 from floeline.sources.kafka import produce  # noqa: E402
 
 CONNECTOR = "chaos"

@@ -1,7 +1,7 @@
 """Kinesis chaos soak: exactly once under SIGKILLs, a shard split and a deleted checkpoint.
 
 The Kinesis variant of bench/chaos.py, with the same kill machinery (bench/chaos_common.py)
-against a local Kinesis and DynamoDB of its own (devaws: kinesis-local and moto on free
+against a local Kinesis and DynamoDB of its own (floeline.dev.aws: kinesis-local and moto on free
 ports) and `floeline run` processes of a Kinesis connector reading three streams:
 
 - 3 streams (2 + 2 + 1 shards) -> 3 tables, put in chunks between launches; records are
@@ -46,9 +46,9 @@ from pathlib import Path
 from chaos_common import (  # it puts src/ on the path
     DATABASE, MOMENTS, SCHEMA, ConnectorProcess, TableCount, TableWatcher, await_moment,
     chunk_sizes, row, spread, wait_for)
-from floeline import devaws  # noqa: E402
-from floeline.devprocess import free_port  # noqa: E402
-from floeline.sources.kpl import aggregate  # noqa: E402
+from floeline.dev import aws as devaws  # noqa: E402
+from floeline.dev.services import free_port  # noqa: E402
+from floeline.sources.kinesis.kpl import aggregate  # noqa: E402
 
 CONNECTOR = "kchaos"
 # (stream stem, shards, record kind); the third starts mid-stream, the first is split.

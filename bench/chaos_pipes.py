@@ -65,8 +65,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos_common import SRC, ConnectorProcess, TableWatcher, chunk_sizes, spread  # noqa: E402
 
-from floeline import devaws  # noqa: E402
-from floeline.devprocess import free_port  # noqa: E402
+from floeline.dev import aws as devaws  # noqa: E402
+from floeline.dev.services import free_port  # noqa: E402
 
 DATABASE, SCHEMA = "FLOELINE", "PUBLIC"
 CREDENTIALS = {"aws_access_key_id": "floeline-chaos", "aws_secret_access_key": "floeline-chaos"}

@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 os.environ["FLOELINE_PROFILE"] = "1"
 
 from bench_ingest import PARTITIONS, floeline_job, produce_records  # noqa: E402
-from floeline import devkafka  # noqa: E402
+from floeline.dev import kafka as devkafka  # noqa: E402
 from floeline.spark import get_spark  # noqa: E402
 
 records = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000

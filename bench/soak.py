@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from bench_cold import _tree  # noqa: E402
 from bench_ingest import record  # noqa: E402
 
-from floeline import devkafka  # noqa: E402
+from floeline.dev import kafka as devkafka  # noqa: E402
 from floeline.warehouse import delta_log  # noqa: E402
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")

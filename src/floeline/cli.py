@@ -64,7 +64,7 @@ def _show_kafka_routes(config) -> None:
 def _show_kinesis_routes(config) -> None:
     """stream -> DB.SCHEMA.TABLE for each stream, and where checkpoints are kept."""
     from floeline.naming import display_identifier
-    from floeline.sources.kinesis import table_name_for_stream
+    from floeline.sources.kinesis.source import table_name_for_stream
 
     for stream in config.kinesis.streams:
         table = display_identifier(table_name_for_stream(stream))
@@ -172,16 +172,16 @@ def _cmd_pipes(args) -> int:
 
 
 def _cmd_kafka(args) -> int:
-    from floeline import devkafka
+    from floeline.dev import kafka as devkafka
 
     if args.action == "start":
         print(f"bootstrap.servers={devkafka.start(args.state_dir, args.port, secure=args.secure)}")
         if args.secure:
-            from floeline import devkafka_secure
+            from floeline.dev import kafka_secure
 
             print("security.protocol=SASL_SSL, users: floeline (PLAIN, SCRAM-SHA-512); the keys "
                   "for a connector config (passwords included) are in:")
-            for path in devkafka_secure.client_config_paths(devkafka.state_path(args.state_dir, True)):
+            for path in kafka_secure.client_config_paths(devkafka.state_path(args.state_dir, True)):
                 print(f"  {path}")
     elif args.action == "stop":
         print("stopped" if devkafka.stop(args.state_dir, secure=args.secure) else "not running")
@@ -193,7 +193,7 @@ def _cmd_kafka(args) -> int:
 
 
 def _cmd_aws(args) -> int:
-    from floeline import devaws
+    from floeline.dev import aws as devaws
 
     if args.action == "start":
         endpoints = devaws.start(args.state_dir, args.kinesis_port, args.moto_port)
@@ -212,7 +212,8 @@ def _cmd_aws(args) -> int:
 def _cmd_setup(_args) -> int:
     """Fetch everything a first run needs: the broker's jars, kinesis-local and Spark's
     packages."""
-    from floeline import devaws, devkafka
+    from floeline.dev import aws as devaws
+    from floeline.dev import kafka as devkafka
     from floeline.spark import get_spark
 
     print(f"kafka broker jars: {devkafka.fetch_broker_jars()}")

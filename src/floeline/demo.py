@@ -26,7 +26,7 @@ def demo_events(count: int = 5) -> list[dict]:
 
 
 def run_demo(warehouse: str = "./warehouse") -> int:
-    from floeline import devkafka
+    from floeline.dev import kafka as devkafka
     from floeline.config import config_from_dict
     from floeline.ingest import Connector
     from floeline.sources.kafka import produce
@@ -61,7 +61,7 @@ DEMO_STREAM = "kinesis_orders"  # its table: KINESIS_ORDERS
 def run_kinesis_demo(warehouse: str = "./warehouse") -> int:
     import boto3
 
-    from floeline import devaws
+    from floeline.dev import aws as devaws
     from floeline.config import config_from_dict
     from floeline.ingest import Connector
     from floeline.spark import get_spark
@@ -120,7 +120,7 @@ def run_firehose_demo(warehouse: str = "./warehouse", rounds: int = 3) -> int:
     into a VARIANT table while `SELECT count(*)` grows."""
     import boto3
 
-    from floeline import devaws
+    from floeline.dev import aws as devaws
     from floeline.ingest.pipe_service import PipeService
     from floeline.spark import get_spark
     from floeline.sql.results import format_rows

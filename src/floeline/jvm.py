@@ -23,6 +23,7 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 
+from floeline.cache import cache_dir
 from floeline.errors import SetupError, SetupMissing
 
 _SOURCES = ("KnownKeys.java", "PushTime.java")
@@ -42,8 +43,6 @@ def _sources() -> dict[str, bytes]:
 
 def _jar_file(sources: dict[str, bytes]) -> Path:
     import pyspark
-
-    from floeline.devkafka import cache_dir
 
     digest = hashlib.sha256(b"".join(sources.values()) + pyspark.__version__.encode()).hexdigest()[:12]
     return cache_dir() / "spark-jars" / f"floeline-jvm-{digest}.jar"

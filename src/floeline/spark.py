@@ -36,6 +36,7 @@ import subprocess
 from pathlib import Path
 
 from floeline import jvm, startup
+from floeline.cache import cache_dir, install_once, installed_stamp
 from floeline.errors import SetupError, SetupMissing
 from floeline.secrets import SECRET_KEY_REGEX
 
@@ -61,8 +62,6 @@ SETUP_HINT = "run `make setup` (or `floeline setup`) on this machine first"
 def token_provider_jar(fetch: bool = True) -> Path:
     """The spark-token-provider-kafka jar, fetched with Maven into floeline's cache
     (unless `fetch` is false: then a missing jar is a SetupMissing error)."""
-    from floeline.devkafka import cache_dir
-
     group, artifact, version = TOKEN_PROVIDER.split(":")
     jar = cache_dir() / "spark-jars" / f"{artifact}-{version}.jar"
     if jar.exists():
@@ -91,9 +90,6 @@ def s3a_jars(fetch: bool = True) -> list[Path]:
     stages (and tables on S3) are read through s3a://. With `fetch` false, jars not
     fetched yet are a SetupMissing error."""
     from importlib import resources
-
-    from floeline.devkafka import cache_dir
-    from floeline.devprocess import install_once, installed_stamp
 
     home = cache_dir() / "spark-jars" / "s3a"
     if not fetch:
@@ -212,8 +208,6 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
 def _packages_record() -> Path:
     """Where the jars Ivy resolved for PACKAGES are listed, one path per line (named by
     PACKAGES and EXCLUDES: a version change resolves again)."""
-    from floeline.devkafka import cache_dir
-
     key = hashlib.sha1(",".join(PACKAGES + EXCLUDES).encode()).hexdigest()[:12]
     return cache_dir() / "spark-jars" / f"packages-{key}.txt"
 
@@ -255,8 +249,6 @@ def _jvm_stderr_to_log():
     if os.environ.get("FLOELINE_SPARK_STDERR") == "1":
         yield
         return
-    from floeline.devkafka import cache_dir
-
     log_path = cache_dir() / "spark-driver.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()

@@ -33,7 +33,9 @@ import sys
 import zipfile
 from pathlib import Path
 
+from floeline.cache import cache_dir, install_once
 from floeline.errors import FloelineError
+from floeline.processes import command_line, last_lines, recorded_pid
 from floeline.secrets import SECRET_KEY_REGEX
 
 DRIVER_SCRIPT = '''"""spark-submit's primary file for `floeline submit`: the floeline command line given
@@ -75,10 +77,7 @@ def _package_files() -> list[tuple[str, Path]]:
 def python_bundle() -> Path:
     """A directory holding `floeline.zip` (the package as it is now) and `driver.py`,
     in floeline's cache under a digest of their contents: made once per version of the
-    code, never half-made (devprocess.install_once)."""
-    from floeline.devkafka import cache_dir
-    from floeline.devprocess import install_once
-
+    code, never half-made (cache.install_once)."""
     files = _package_files()
     digest = hashlib.sha256()
     for name, path in files:
@@ -146,9 +145,6 @@ def run_submit(cmd: list[str], out=None) -> int:
     driver runs (spark-submit still starting), and for a second signal, the signal goes
     to spark-submit's whole session."""
     import tempfile
-
-    from floeline.devkafka import cache_dir
-    from floeline.devprocess import command_line, last_lines, recorded_pid
 
     out = out or sys.stdout
     to_terminal = os.environ.get("FLOELINE_SPARK_STDERR") == "1"

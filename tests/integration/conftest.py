@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from floeline import devkafka
-from floeline.devprocess import free_port
+from floeline.dev import kafka as devkafka
+from floeline.dev.services import free_port
 
 
 @pytest.fixture(scope="session")
@@ -102,7 +102,7 @@ def read_table(spark, warehouse):
 def schema_registry(tmp_path_factory):
     """Base URL of a Confluent-compatible schema registry (Apicurio Registry, in
     memory) started for this run, e.g. http://127.0.0.1:PORT/apis/ccompat/v7."""
-    from floeline import devregistry
+    from floeline.dev import registry as devregistry
 
     state = tmp_path_factory.mktemp("registry")
     url = devregistry.start(state, free_port())
@@ -144,7 +144,7 @@ class LocalAws:
 def aws(tmp_path_factory):
     """Local Kinesis (kinesis-local) and DynamoDB, S3, SQS, Firehose (moto) started for
     this run (stopped at the end)."""
-    from floeline import devaws
+    from floeline.dev import aws as devaws
 
     state = tmp_path_factory.mktemp("aws")
     endpoints = devaws.start(state, kinesis_port=free_port(), moto_port=free_port())

@@ -62,7 +62,7 @@ def put(aws, stream: str, records, key=lambda i, r: f"k{i}") -> list[tuple[str, 
 
 def put_aggregated(aws, stream: str, partition_key: str, user_records: list[tuple[str, bytes]]):
     """One KPL-aggregated Kinesis record holding `user_records` ((partition key, data))."""
-    from floeline.sources.kpl import aggregate
+    from floeline.sources.kinesis.kpl import aggregate
 
     result = client(aws).put_record(StreamName=stream, PartitionKey=partition_key,
                                     Data=aggregate(user_records))

@@ -241,7 +241,7 @@ def _offset(row) -> int:
 
 
 def test_kafka_corpus_into_a_hand_made_table(kafka, topic_name, make_config, run_connector, read_table, sql):
-    from floeline import devkafka
+    from floeline.dev import kafka as devkafka
     from floeline.sources.kafka import produce
 
     topic = topic_name("typed")
@@ -309,8 +309,8 @@ def _avro_value(schema_id: int, record_id: int) -> bytes:
 
 def test_kafka_corpus_of_converter_errors_to_the_dlq(kafka, schema_registry, topic_name, make_config,
                                                      run_connector, read_table):
-    from floeline import devkafka
     from floeline.config.decoding import AVRO_CONVERTER, JSON_CONVERTER
+    from floeline.dev import kafka as devkafka
     from floeline.sources.kafka import produce
     from records_io import consume_all, headers_of, register
 
@@ -355,7 +355,7 @@ ONE_MIB = 1024 * 1024
 
 
 def _kpl_bytes(records: list[tuple[str, bytes]]) -> bytes:
-    from floeline.sources.kpl import aggregate
+    from floeline.sources.kinesis.kpl import aggregate
 
     return aggregate(records)
 
@@ -369,7 +369,7 @@ def _kpl_bad_md5() -> bytes:
 def _kpl_right_md5_bad_protobuf() -> bytes:
     import hashlib
 
-    from floeline.sources.kpl import MAGIC
+    from floeline.sources.kinesis.kpl import MAGIC
 
     body = b"\x1a\xff\xff\x03junk"  # a Record field whose length runs past the end
     return MAGIC + body + hashlib.md5(body).digest()

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.errors import RecordError
 from floeline.sources.kafka import produce
 from bad_input import Accounting

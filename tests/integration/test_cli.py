@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.sources.kafka import produce
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,9 @@ import time
 
 import pytest
 
-from floeline.devprocess import free_port
-from floeline import devcluster, devkafka
+from floeline.dev.services import free_port
+from floeline.dev import cluster as devcluster
+from floeline.dev import kafka as devkafka
 from floeline.sources.kafka import produce
 
 # Measured on this project's shared 2-core machine (load average 3-9 from other runs):

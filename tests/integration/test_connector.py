@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.errors import RecordError
 from floeline.sources.kafka import KafkaCluster, group_id, produce
 

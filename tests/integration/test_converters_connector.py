@@ -16,7 +16,7 @@ from decimal import Decimal
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.errors import RecordError
 from floeline.config.decoding import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, PROTOBUF_CONVERTER, STRING_CONVERTER)

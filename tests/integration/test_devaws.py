@@ -16,8 +16,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from floeline.devprocess import free_port
-from floeline import devaws
+from floeline.dev.services import free_port
+from floeline.dev import aws as devaws
 from floeline.errors import SetupError
 
 pytestmark = pytest.mark.integration

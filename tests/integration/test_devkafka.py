@@ -9,8 +9,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from floeline import devkafka
-from floeline.devprocess import free_port
+from floeline.dev import kafka as devkafka
+from floeline.dev.services import free_port
 from floeline.errors import FloelineError, SetupError
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.errors import StorageFull
 from floeline.sources.kafka import produce
 

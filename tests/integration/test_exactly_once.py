@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.config import load_config
 from floeline.sources.kafka import produce
 from floeline.sql.script import run_sql

@@ -15,11 +15,12 @@ import uuid
 
 import pytest
 
-from floeline.devprocess import free_port
-from floeline import devkafka, devregistry
+from floeline.dev.services import free_port
+from floeline.dev import kafka as devkafka
+from floeline.dev import registry as devregistry
 from floeline.config import config_from_dict
-from floeline.devprocess import port_accepts
 from floeline.config.decoding import AVRO_CONVERTER
+from floeline.dev.services import port_accepts
 from floeline.sources.kafka import produce
 from records_io import avro, register, wire
 

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from floeline import devkafka
 from floeline.config.decoding import JSON_CONVERTER, SIMPLE_HEADER_CONVERTER
+from floeline.dev import kafka as devkafka
+from floeline.records.header_rules import HeaderRules, java_text
 from floeline.records.json_text import to_json_text
 from floeline.records.simple_header_converter import parse_header_text
-from floeline.records.header_rules import HeaderRules, java_text
 from floeline.sources.kafka import produce
 from floeline.sql.script import run_script
 from floeline.warehouse.catalog import Warehouse

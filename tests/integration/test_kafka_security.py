@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.config import config_from_dict
 from floeline.config.kafka_security import read_security
 from floeline.sources.kafka import KafkaCluster, produce
@@ -130,7 +130,7 @@ def test_secrets_never_appear_in_any_output(secure_kafka, tmp_path, topic_name, 
     """SCRAM-SHA-512 with a JKS truststore through the command line, end to end: every
     stdout/stderr, Spark's log, the checkpoint and the warehouse are searched for the
     password, the truststore password, a wrong password and the ignored Snowflake keys."""
-    from floeline.devkafka import cache_dir
+    from floeline.cache import cache_dir
 
     settings = client_settings(secure_kafka)
     topic, dlq = topic_name("sec_scram"), topic_name("sec_scram_dlq")

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from floeline.sources.aws import client
-from floeline.sources.kinesis_leases import (
+from floeline.sources.kinesis.leases import (
     Checkpoint,
     LeaseHeldError,
     LeaseLostError,

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from floeline.errors import FloelineError, RetriesExhausted
-from floeline.sources import kinesis_reader
-from floeline.sources.kinesis_reader import (
-    FORMAT, SCHEMA, KinesisDataSource, KinesisStreamReader, Spec, decode_offset)
-from floeline.sources.kpl import aggregate
+from floeline.sources.kinesis import client as kinesis_client
+from floeline.sources.kinesis.batches import SCHEMA
+from floeline.sources.kinesis.kpl import aggregate
+from floeline.sources.kinesis.offsets import decode_offset
+from floeline.sources.kinesis.reader import KinesisDataSource, KinesisStreamReader
+from floeline.sources.kinesis.spec import FORMAT, Spec
 
 pytestmark = pytest.mark.integration
 
@@ -334,7 +336,7 @@ def test_missing_stream_is_a_clear_error(spark_kinesis, aws, tmp_path):
 
 
 def test_unreachable_endpoint_names_the_setting(aws, monkeypatch):
-    monkeypatch.setattr(kinesis_reader, "RETRY_BOUND_S", 1.0)
+    monkeypatch.setattr(kinesis_client, "RETRY_BOUND_S", 1.0)
     import socket
 
     with socket.socket() as s:
@@ -354,7 +356,7 @@ def test_schema_is_the_documented_one():
 
 # --- the reader driven directly (no Spark), against kinesis-local --------------------------
 
-class CountingKinesis(kinesis_reader.Kinesis):
+class CountingKinesis(kinesis_client.Kinesis):
     """The reader's real Kinesis calls, counted: what is fetched and how often an
     iterator is asked for."""
 
@@ -376,7 +378,7 @@ class CountingKinesis(kinesis_reader.Kinesis):
 
 def direct_reader(aws, stream: str, **extra):
     """A reader over `stream` whose calls are counted (reader, counter)."""
-    from floeline.sources.kinesis_reader import _Runtime
+    from floeline.sources.kinesis.reader import _Runtime
 
     reader = KinesisStreamReader(Spec.parse(json.dumps(make_spec(aws, stream, **extra))))
     counting = CountingKinesis(reader.spec.aws)

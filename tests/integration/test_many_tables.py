@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.sources.kafka import produce
 from floeline.warehouse import delta_log
 

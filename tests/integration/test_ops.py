@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.ingest import Connector
 from floeline.sources.kafka import produce
 
@@ -128,7 +128,7 @@ def test_kinesis_status_lag_is_the_oldest_waiting_record(aws, warehouse):
 
     from floeline.config import config_from_dict
     from floeline.ops.status import connector_status
-    from floeline.sources.kinesis import KinesisSource
+    from floeline.sources.kinesis.source import KinesisSource
 
     stream = stream_name("ops")
     create_stream(aws, stream, shards=1)

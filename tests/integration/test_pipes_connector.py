@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.errors import RecordError
 from floeline.sources.kafka import produce
 from floeline.sql.script import run_sql

@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.config import config_from_dict, load_config
 from floeline.ingest import Connector
 from floeline.ops.status import connector_status
@@ -26,7 +26,7 @@ from floeline.sources.kafka import produce
 from floeline.sql.script import run_script
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.owners import TableOwned
-from floeline.warehouse.storage import S3Settings
+from floeline.config.locations import S3Settings
 
 pytestmark = pytest.mark.integration
 

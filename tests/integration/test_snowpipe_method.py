@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from floeline import devkafka
+from floeline.dev import kafka as devkafka
 from floeline.ingest import snowpipe_files
 from floeline.ingest.snowpipe_sink import table_stage_dir
 from floeline.sources.kafka import produce

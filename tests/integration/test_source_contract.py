@@ -50,7 +50,7 @@ class KafkaHarness:
     kind = "kafka"
 
     def __init__(self, kafka, make_config):
-        from floeline import devkafka
+        from floeline.dev import kafka as devkafka
 
         self.kafka = kafka
         self.topic = f"contract_{uuid.uuid4().hex[:8]}"
@@ -99,7 +99,7 @@ class KinesisHarness:
         return [(f"{self.stream}/{shard}", seq) for shard, seq in put(self.aws, self.stream, values)]
 
     def source(self):
-        from floeline.sources.kinesis import KinesisSource
+        from floeline.sources.kinesis.source import KinesisSource
 
         return KinesisSource(self.config)
 

@@ -213,7 +213,7 @@ def test_an_s3_warehouse_keeps_stage_secrets_under_its_secrets_prefix(aws, bucke
     secret only under `<prefix>/_secrets/` (a bucket policy can keep that to the writers)."""
     from floeline.warehouse import stages
     from floeline.warehouse.catalog import Warehouse
-    from floeline.warehouse.storage import S3Settings
+    from floeline.config.locations import S3Settings
 
     wh = Warehouse(f"s3a://{bucket}/wh", S3Settings.from_settings({
         "floeline.warehouse.s3.endpoint": aws.moto_endpoint, "floeline.warehouse.s3.access.key.id": aws.access_key_id,

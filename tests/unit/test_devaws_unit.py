@@ -4,9 +4,9 @@ kinesis-local, node or npm is told (no process is started)."""
 
 import pytest
 
-from floeline.devprocess import free_port
-from floeline import devaws
-from floeline.devprocess import port_from_env
+from floeline.dev.services import free_port
+from floeline.dev import aws as devaws
+from floeline.dev.services import port_from_env
 from floeline.errors import FloelineError, SetupError
 
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from floeline.config.kinesis import AwsSettings
-from floeline.sources.kinesis_leases import (
+from floeline.sources.kinesis.leases import (
     Checkpoint,
     LeaseTable,
     ShardLease,

@@ -11,12 +11,13 @@ import pytest
 
 from floeline.config.kinesis import AwsSettings
 from floeline.errors import ConfigError, FloelineError
-from floeline.sources.kinesis_reader import (
-    ARROW_SCHEMA, TRIM_HORIZON, Budget, KRecord, Shard, ShardState, Spec, arrow_batch, decode_offset, encode_offset, merge_listing, readable, replay_ranges,
+from floeline.sources.kinesis.batches import ARROW_SCHEMA, SCHEMA, Budget, KRecord, arrow_batch
+from floeline.sources.kinesis.kpl import UserRecord
+from floeline.sources.kinesis.offsets import (
+    Shard, ShardState, decode_offset, encode_offset, merge_listing, readable, replay_ranges,
     resume_point, start_states)
-from floeline.sources.kpl import UserRecord
+from floeline.sources.kinesis.spec import TRIM_HORIZON, Spec
 from pyspark.sql.pandas.types import to_arrow_schema
-from floeline.sources.kinesis_reader import SCHEMA
 
 SEQ = "49590338271490256608559692538361571095921575989136588898"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from floeline.sources.kpl import MAGIC, UserRecord, aggregate, deaggregate
+from floeline.sources.kinesis.kpl import MAGIC, UserRecord, aggregate, deaggregate
 
 
 def framed(body: bytes) -> bytes:

@@ -33,7 +33,8 @@ LAYERS = {
     "floeline.retry": BASE,
     "floeline.secrets": BASE,
     "floeline.secret_references": BASE,
-    "floeline.cache": BASE,
+    "floeline.cache": BASE,  # where downloaded jars and builds are kept; install-once
+    "floeline.processes": BASE,  # reading a process's command line, pid files, log tails
     # The process-wide clock from launch to first commit: imports nothing of floeline;
     # spark.py, warehouse/tables.py and the connector mark their parts on it.
     "floeline.startup": BASE,
@@ -52,12 +53,6 @@ LAYERS = {
     # Local broker, registry, AWS endpoints, cluster: for demo, tests and benchmarks;
     # just below the CLI, so no product module (anything below the CLI) may import them.
     "floeline.dev": DEV,
-    "floeline.devprocess": DEV,  # the dev*.py modules, until they move into floeline/dev/
-    "floeline.devkafka": DEV,
-    "floeline.devkafka_secure": DEV,
-    "floeline.devregistry": DEV,
-    "floeline.devaws": DEV,
-    "floeline.devcluster": DEV,
     "floeline.cli": CLI,
     "floeline.demo": CLI,
     "floeline.submit": CLI,

@@ -14,12 +14,13 @@ import time
 
 import pytest
 
-from floeline.config import config_from_dict
+from floeline.config import config_from_dict, locations
+from floeline.config.locations import S3Settings
 from floeline.errors import ConfigError, TableError
 from floeline.warehouse import owners, storage
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.owners import OwnershipLost, TableOwned, TableOwners
-from floeline.warehouse.storage import LocalStorage, S3Settings, S3Storage
+from floeline.warehouse.storage import LocalStorage, S3Storage
 
 BASE = {"name": "orders-sink", "topics": "orders"}
 S3_KEYS = {"floeline.warehouse.s3.endpoint": "http://127.0.0.1:5000",
@@ -31,20 +32,20 @@ S3_KEYS = {"floeline.warehouse.s3.endpoint": "http://127.0.0.1:5000",
 
 
 def test_locations_by_scheme(tmp_path):
-    assert storage.normalize("s3a://bucket/wh/") == "s3a://bucket/wh"
-    assert storage.normalize("s3://bucket/a/b") == "s3a://bucket/a/b"  # s3:// taken as s3a://
-    assert storage.normalize("s3a://bucket") == "s3a://bucket"
-    assert storage.normalize(f"file://{tmp_path}/wh") == str(tmp_path / "wh")
-    assert storage.normalize("rel/wh") == os.path.abspath("rel/wh")
+    assert locations.normalize("s3a://bucket/wh/") == "s3a://bucket/wh"
+    assert locations.normalize("s3://bucket/a/b") == "s3a://bucket/a/b"  # s3:// taken as s3a://
+    assert locations.normalize("s3a://bucket") == "s3a://bucket"
+    assert locations.normalize(f"file://{tmp_path}/wh") == str(tmp_path / "wh")
+    assert locations.normalize("rel/wh") == os.path.abspath("rel/wh")
     with pytest.raises(ConfigError, match="has no bucket"):
-        storage.normalize("s3a:///wh")
+        locations.normalize("s3a:///wh")
     with pytest.raises(ConfigError, match="gs:// is not supported"):
-        storage.normalize("gs://bucket/wh")
-    assert storage.join("s3a://b/wh", "DB", "S", "T") == "s3a://b/wh/DB/S/T"
-    assert storage.join("s3a://b", "_checkpoints/x") == "s3a://b/_checkpoints/x"
-    assert storage.join("/wh", "DB", "T") == "/wh/DB/T"
-    assert storage.split_s3("s3a://b/wh/DB/x.json") == ("b", "wh/DB/x.json")
-    assert storage.name_of("s3a://b/wh/T/") == "T"
+        locations.normalize("gs://bucket/wh")
+    assert locations.join("s3a://b/wh", "DB", "S", "T") == "s3a://b/wh/DB/S/T"
+    assert locations.join("s3a://b", "_checkpoints/x") == "s3a://b/_checkpoints/x"
+    assert locations.join("/wh", "DB", "T") == "/wh/DB/T"
+    assert locations.split_s3("s3a://b/wh/DB/x.json") == ("b", "wh/DB/x.json")
+    assert locations.name_of("s3a://b/wh/T/") == "T"
     assert isinstance(storage.storage_for("/wh"), LocalStorage)
     assert isinstance(storage.storage_for("s3a://b/wh", S3Settings()), S3Storage)
 

@@ -20,16 +20,15 @@ from types import MappingProxyType
 from typing import Literal
 
 from floeline import secrets
-from floeline.config import kafka_security, kinesis
+from floeline.config import kafka_security, kinesis, locations
 from floeline.config.decoding import DecodeSpec, listed_aliases, read_decode_spec
 from floeline.config.files import parse_properties, settings_from_json
 from floeline.config.kafka_security import KafkaSecurity
 from floeline.config.kinesis import KinesisSettings
+from floeline.config.locations import S3Settings
 from floeline.errors import ConfigError, NamingError
 from floeline.naming import DEFAULT_DATABASE, DEFAULT_SCHEMA, TopicTableMap, normalize_identifier
 from floeline.retry import RetryPolicy, policy_from_settings
-from floeline.warehouse import storage
-from floeline.warehouse.storage import S3Settings
 
 __all__ = ["ConnectorConfig", "KinesisSettings", "MetadataFlags", "MetricsSettings", "config_from_dict",
            "describe_ignored", "load_config", "parse_properties"]
@@ -58,7 +57,7 @@ TYPED_KEYS = frozenset({
     "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master", "floeline.source",
     "floeline.metrics.port", "floeline.metrics.host", "floeline.metrics.ready.max.lag",
     "floeline.variant.storage", "floeline.table.auto.compact", "floeline.schema.evolution.max.new.columns",
-    "floeline.warehouse.owner.timeout.ms", *storage.SETTING_KEYS,
+    "floeline.warehouse.owner.timeout.ms", *locations.SETTING_KEYS,
 }) | kinesis.KEYS | kafka_security.KEYS
 
 # Keys (and key families with free suffixes) read into the config's parts: transforms
@@ -371,7 +370,7 @@ class _Reader:
         warehouse = self.location("floeline.warehouse", DEFAULT_WAREHOUSE)
         line, sanitization, normalization, binary_format = self.compatibility()
         method, schematization = self.ingestion_method(source, line)
-        if method == "SNOWPIPE" and storage.is_s3(warehouse):
+        if method == "SNOWPIPE" and locations.is_s3(warehouse):
             self.problems.append(f"snowflake.ingestion.method=SNOWPIPE keeps its staged files in a "
                                  f"local warehouse; floeline.warehouse={warehouse} is on S3: use "
                                  f"SNOWPIPE_STREAMING (the default) or a local warehouse")
@@ -414,7 +413,7 @@ class _Reader:
             value_converter=self.text("value.converter"),
             warehouse=warehouse,
             checkpoint_dir=self.location("floeline.checkpoint.dir",
-                                         storage.join(warehouse, "_checkpoints", name)),
+                                         locations.join(warehouse, "_checkpoints", name)),
             spark_master=self.text("floeline.spark.master", DEFAULT_SPARK_MASTER),
             ignored_keys=tuple(sorted(k for k in self.settings if _is_ignored(k))),
             raw=MappingProxyType(dict(self.settings)),
@@ -454,10 +453,10 @@ class _Reader:
         """A warehouse or checkpoint location: a local path as given, or s3a://bucket/prefix
         (s3:// is taken as s3a://); other schemes are a problem."""
         value = self.text(key, default)
-        if not storage.is_s3(value) and "://" not in value:
+        if not locations.is_s3(value) and "://" not in value:
             return value
         try:
-            return storage.normalize(value)
+            return locations.normalize(value)
         except ConfigError as exc:
             self.problems.append(f"{key}: {exc}")
             return default
@@ -465,9 +464,9 @@ class _Reader:
     def warehouse_s3(self, warehouse: str) -> S3Settings | None:
         """floeline.warehouse.s3.* (each defaulting to its AWS environment variable) when
         the warehouse or the checkpoint is on S3."""
-        locations = (warehouse, self.text("floeline.checkpoint.dir") or "")
-        if not any(storage.is_s3(loc) for loc in locations):
-            given = sorted(k for k in storage.SETTING_KEYS if self.text(k) is not None)
+        places = (warehouse, self.text("floeline.checkpoint.dir") or "")
+        if not any(locations.is_s3(place) for place in places):
+            given = sorted(k for k in locations.SETTING_KEYS if self.text(k) is not None)
             if given:
                 self.problems.append(f"{', '.join(given)}: set for an S3 warehouse, but "
                                      f"floeline.warehouse={warehouse} is local")

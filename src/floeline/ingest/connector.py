@@ -22,7 +22,7 @@ import threading
 import time
 
 from floeline import retry, startup
-from floeline.config import ConnectorConfig
+from floeline.config import ConnectorConfig, locations
 from floeline.errors import FloelineError, QueryError, ServiceUnavailable, storage_full
 from floeline.ingest.general import run_general_batch
 from floeline.ingest.onepass import batch_range, run_one_pass_batch
@@ -32,7 +32,6 @@ from floeline.ingest.table_sink import first_lines
 from floeline.ops.http import OpsServer
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
-from floeline.warehouse import storage
 
 log = logging.getLogger("floeline")
 
@@ -69,7 +68,7 @@ class Connector:
     def _has_checkpoint(self) -> bool:
         checkpoint = self.config.checkpoint_dir
         return bool(self.pipeline.warehouse.storage_for(checkpoint).children(
-            storage.join(checkpoint, "offsets"))[1])
+            locations.join(checkpoint, "offsets"))[1])
 
     def build_stream(self):
         """The source's streaming DataFrame, each channel starting right after the

@@ -31,6 +31,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from floeline import jvm
+from floeline.config import locations
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.table_sink import first_lines
 from floeline.jvm import known_keys_function
@@ -140,7 +141,7 @@ def offset_log_entry(checkpoint_dir: str, batch_id: int, files=None) -> str | No
     local directory, or S3 through boto3 for an s3a:// checkpoint)."""
     files = files if files is not None else storage.storage_for(checkpoint_dir)
     try:
-        text = files.read_text(storage.join(checkpoint_dir, "offsets", str(batch_id)))
+        text = files.read_text(locations.join(checkpoint_dir, "offsets", str(batch_id)))
         return text.splitlines()[2] if text is not None else None
     except (OSError, IndexError, UnicodeDecodeError):
         return None

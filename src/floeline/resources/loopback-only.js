@@ -1,4 +1,4 @@
-// Loaded with `node --require` before kinesis-local (floeline.devaws): kinesis-local has
+// Loaded with `node --require` before kinesis-local (floeline.dev.aws): kinesis-local has
 // no setting for the address it listens on and binds every interface, so every TCP
 // server of the process (its HTTP and HTTPS listeners) is made to listen on 127.0.0.1.
 'use strict';

@@ -8,7 +8,7 @@ from __future__ import annotations
 def source_for(config):
     """The Source for `config.source` ("kafka" or "kinesis")."""
     if config.source == "kinesis":
-        from floeline.sources.kinesis import KinesisSource
+        from floeline.sources.kinesis.source import KinesisSource
 
         return KinesisSource(config)
     from floeline.sources.kafka import KafkaSource

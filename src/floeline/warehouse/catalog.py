@@ -10,9 +10,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from floeline.config import locations
+from floeline.config.locations import S3Settings
 from floeline.errors import TableError
 from floeline.warehouse import storage
-from floeline.warehouse.storage import S3Settings
 
 # A folder name has at most this many bytes on common filesystems (ext4, xfs, tmpfs).
 _MAX_FOLDER_BYTES = 255
@@ -71,13 +72,13 @@ class Warehouse:
     reach an s3a:// root (default: the AWS environment variables)."""
 
     def __init__(self, root: str | os.PathLike, s3: S3Settings | None = None):
-        self.location = storage.normalize(root)
+        self.location = locations.normalize(root)
         self.s3 = s3
         self.storage = storage.storage_for(self.location, s3)
 
     @property
     def is_local(self) -> bool:
-        return not storage.is_s3(self.location)
+        return not locations.is_s3(self.location)
 
     @property
     def root(self) -> Path:
@@ -91,11 +92,11 @@ class Warehouse:
 
     def path(self, *parts: str) -> str:
         """A location under the warehouse's root."""
-        return storage.join(self.location, *parts)
+        return locations.join(self.location, *parts)
 
     def storage_for(self, location: str) -> storage.Storage:
         """The storage of another location (a checkpoint), with the warehouse's S3 settings."""
-        if storage.is_s3(location) == (not self.is_local):
+        if locations.is_s3(location) == (not self.is_local):
             return self.storage  # one S3 client for the warehouse and its checkpoints
         return storage.storage_for(location, self.s3)
 
@@ -119,7 +120,7 @@ class Warehouse:
 
     def is_table(self, ref: TableRef) -> bool:
         """True when the table's Delta log exists."""
-        return self.storage.is_dir(storage.join(ref.path, "_delta_log"))
+        return self.storage.is_dir(locations.join(ref.path, "_delta_log"))
 
     def error_table(self, ref: TableRef) -> TableRef:
         """The error table beside `ref`."""

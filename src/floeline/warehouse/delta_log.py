@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from floeline.config import locations
 from floeline.warehouse import storage
 from floeline.warehouse.storage import Storage
 
@@ -42,7 +43,7 @@ class Commit:
 
 
 def log_dir(table_path: str) -> str:
-    return storage.join(table_path.removeprefix("file:"), LOG_DIR)
+    return locations.join(table_path.removeprefix("file:"), LOG_DIR)
 
 
 def _files(table_path: str, files: Storage | None) -> Storage:
@@ -71,7 +72,7 @@ def _actions(files: Storage, path: str) -> list[dict]:
 
 
 def _commit_file(directory: str, version: int) -> str:
-    return storage.join(directory, f"{version:020d}.json")
+    return locations.join(directory, f"{version:020d}.json")
 
 
 def commits_newest_first(table_path: str, files: Storage | None = None) -> Iterator[Commit]:
@@ -111,7 +112,7 @@ def _checkpoints(names: list[str], directory: str, up_to: int) -> list[tuple[int
     for (version, count), files in parts.items():
         if len(files) == count and version not in single:
             single[version] = sorted(files)
-    return sorted(((v, [storage.join(directory, f) for f in fs]) for v, fs in single.items()),
+    return sorted(((v, [locations.join(directory, f) for f in fs]) for v, fs in single.items()),
                   reverse=True)
 
 
@@ -142,7 +143,7 @@ def _checkpoint_actions(files: Storage, directory: str, paths: list[str]) -> lis
     for path in paths:
         for action in _read_checkpoint_file(files, path):
             if "sidecar" in action:  # V2: the file actions are in sidecar parquet files
-                sidecar = storage.join(directory, "_sidecars", action["sidecar"]["path"])
+                sidecar = locations.join(directory, "_sidecars", action["sidecar"]["path"])
                 actions.extend(_read_checkpoint_file(files, sidecar))
             else:
                 actions.append(action)

@@ -15,8 +15,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from floeline.devprocess import HOST, command_line, log_tail, stop_process
+from floeline.dev.services import HOST, log_tail, stop_process
 from floeline.errors import ServiceUnavailable
+from floeline.processes import command_line
 
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"

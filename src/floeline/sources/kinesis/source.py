@@ -1,6 +1,6 @@
 """The Kinesis source: Kinesis Data Streams read by floeline's Spark data source
-(kinesis_reader.py), in the normalized layout, with KCL's DynamoDB lease table kept
-as the mirror of what is committed (kinesis_leases.py).
+(reader.py), in the normalized layout, with KCL's DynamoDB lease table kept as the
+mirror of what is committed (leases.py).
 
 A channel is a shard, `stream/shardId`; a position is the Kinesis sequence number
 (up to 128 bits and more: a digit string, compared as a number). The user records of
@@ -30,9 +30,10 @@ from floeline.errors import ConfigError, RetriesExhausted, ServiceUnavailable
 from floeline.records.metadata import kinesis_metadata_sql
 from floeline.sources import aws as aws_calls
 from floeline.sources.base import BatchEnd, Channel, Committed, Head, Lag, MirrorError
-from floeline.sources.kinesis_leases import LeaseTable, ShardLease, default_worker_id
-from floeline.sources.kinesis_reader import (
-    FORMAT, KinesisDataSource, channel_id, decode_offset, split_channel)
+from floeline.sources.kinesis.leases import LeaseTable, ShardLease, default_worker_id
+from floeline.sources.kinesis.offsets import channel_id, decode_offset, split_channel
+from floeline.sources.kinesis.reader import KinesisDataSource
+from floeline.sources.kinesis.spec import FORMAT
 
 log = logging.getLogger("floeline")
 

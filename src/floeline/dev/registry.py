@@ -11,7 +11,7 @@ in memory, so a restart forgets them, unless it is started `persistent`: then th
 kept in an H2 file in its state directory, as a production registry keeps them in its
 own storage, and a restart (the fault tests stop it mid-stream) serves the same ids.
 
-As with devkafka, everything about one registry (pid, port, log) lives in its state
+As with the broker (dev/kafka.py), everything about one registry (pid, port, log) lives in its state
 directory, which is how `start`, `stop` and `running_url` find it.
 """
 
@@ -27,11 +27,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from floeline.devkafka import cache_dir
-from floeline.devprocess import (
-    HOST, command_line, install_once, installed_stamp, last_lines, launch, log_tail, port_free,
-    recorded_pid, require_tools, start_lock, stop_process)
+from floeline.cache import cache_dir, install_once, installed_stamp
+from floeline.dev.services import (
+    HOST, launch, log_tail, port_free, require_tools, start_lock, stop_process)
 from floeline.errors import SetupError
+from floeline.processes import command_line, last_lines, recorded_pid
 
 APICURIO_VERSION = "2.6.13.Final"
 ARTIFACT = f"io.apicurio:apicurio-registry-app:{APICURIO_VERSION}:tar.gz:all"
@@ -52,7 +52,7 @@ def _state_dir(state_dir: Path | str | None) -> Path:
 
 def fetch_registry() -> Path:
     """The unpacked Apicurio Registry distribution (holding RUNNER_JAR and lib/),
-    downloaded with Maven on first use (installed atomically, devprocess.install_once)."""
+    downloaded with Maven on first use (installed atomically, cache.install_once)."""
     home = cache_dir() / f"apicurio-registry-{APICURIO_VERSION}"
     if installed_stamp(home) == APICURIO_VERSION:
         return home
@@ -88,7 +88,7 @@ def start(state_dir: Path | str | None = None, port: int | None = None,
           timeout_s: float = 120, persistent: bool = False) -> str:
     """Start the registry for `state_dir` (or find it running) and return its
     Confluent-compatible base URL, http://127.0.0.1:PORT/apis/ccompat/v7, once it
-    answers GET /subjects. Idempotent, like devkafka.start. `persistent`: keep the
+    answers GET /subjects. Idempotent, like dev.kafka.start. `persistent`: keep the
     schemas in the state directory across restarts (see the module doc)."""
     state = _state_dir(state_dir)
     state.mkdir(parents=True, exist_ok=True)

@@ -23,10 +23,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from floeline.devprocess import (
-    HOST, command_line, install_once, installed_stamp, last_lines, launch, log_tail, port_accepts,
-    port_free, recorded_pid, require_tools, start_lock, stop_process)
+from floeline.cache import cache_dir, install_once, installed_stamp
+from floeline.dev.services import (
+    HOST, launch, log_tail, port_accepts, port_free, require_tools, start_lock, stop_process)
 from floeline.errors import FloelineError, SetupError
+from floeline.processes import command_line, last_lines, recorded_pid
 
 KAFKA_VERSION = "4.1.2"
 DEFAULT_PORT = 19092
@@ -37,12 +38,6 @@ _INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
 
 
 # ---------------------------------------------------------------- locations
-
-def cache_dir() -> Path:
-    """Where downloaded broker jars live, shared by every state dir: `$FLOELINE_CACHE`
-    or `~/.cache/floeline`."""
-    return Path(os.environ.get("FLOELINE_CACHE") or Path.home() / ".cache" / "floeline").expanduser()
-
 
 def _state_dir(state_dir: Path | str | None, secure: bool = False) -> Path:
     """Absolute, because the paths end up in server.properties and the pid file."""
@@ -77,7 +72,7 @@ def _default_port(secure: bool = False) -> int:
 
 def fetch_broker_jars() -> Path:
     """The broker's classpath directory, downloaded with Maven on first use (installed
-    atomically, see devprocess.install_once). Its stamp is a hash of the pom, so editing
+    atomically, see cache.install_once). Its stamp is a hash of the pom, so editing
     the pom fetches the jars again."""
     libs = cache_dir() / f"kafka-{KAFKA_VERSION}" / "libs"
     pom_text = _resource_text("kafka-pom.xml")
@@ -124,7 +119,7 @@ def start(state_dir: Path | str | None = None, port: int | None = None,
 
     Idempotent: a live broker recorded in the state dir is returned as is, even if it
     listens on another port than the one asked for. `secure`: the broker listens with
-    SASL_SSL only (see devkafka_secure; `secure_client_settings` gives a client's keys)."""
+    SASL_SSL only (see dev/kafka_secure.py; `secure_client_settings` gives a client's keys)."""
     state = _state_dir(state_dir, secure)
     state.mkdir(parents=True, exist_ok=True)
     with start_lock(state):
@@ -143,11 +138,11 @@ def secure_client_settings(state_dir: Path | str | None = None, mechanism: str =
                            ) -> dict[str, str]:
     """The Kafka Connect keys (bootstrap.servers, security.protocol, sasl.*, ssl.truststore.*)
     that reach the secured broker of `state_dir` as its `floeline` user."""
-    from floeline import devkafka_secure
+    from floeline.dev import kafka_secure
 
     state = _state_dir(state_dir, secure=True)
     bootstrap = (state / "bootstrap").read_text().strip()
-    return devkafka_secure.client_settings(bootstrap, devkafka_secure.ensure_secrets(state), mechanism)
+    return kafka_secure.client_settings(bootstrap, kafka_secure.ensure_secrets(state), mechanism)
 
 
 def stop(state_dir: Path | str | None = None, timeout_s: float = 30, secure: bool = False) -> bool:
@@ -202,14 +197,14 @@ def _launch(state: Path, port: int, timeout_s: float, secure: bool = False) -> s
     secured = secure_settings = None
     format_extra: list[str] = []
     if secure:
-        from floeline import devkafka_secure
+        from floeline.dev import kafka_secure
 
-        secured = devkafka_secure.ensure_secrets(state)
-        secure_settings = devkafka_secure.listener_settings(secured, port, controller_port)
-        format_extra = devkafka_secure.scram_format_arguments(secured)
+        secured = kafka_secure.ensure_secrets(state)
+        secure_settings = kafka_secure.listener_settings(secured, port, controller_port)
+        format_extra = kafka_secure.scram_format_arguments(secured)
     text = _server_properties(state, port, controller_port, secure_settings)
     if secured is not None:
-        devkafka_secure.write_private(props, text)  # it holds the broker's passwords
+        kafka_secure.write_private(props, text)  # it holds the broker's passwords
     else:
         props.write_text(text)
     log4j = state / "log4j2.yaml"
@@ -223,9 +218,9 @@ def _launch(state: Path, port: int, timeout_s: float, secure: bool = False) -> s
     client = _readiness_client(state, secure)
     if secured is not None:
         (state / "bootstrap").write_text(bootstrap)  # read by the readiness client
-        from floeline import devkafka_secure
+        from floeline.dev import kafka_secure
 
-        devkafka_secure.write_client_configs(state, bootstrap, secured)
+        kafka_secure.write_client_configs(state, bootstrap, secured)
     launch([*java, "-Xms256m", "-Xmx768m", "kafka.Kafka", str(props)], state, "broker",
            "bootstrap", bootstrap,
            lambda alive: _wait_until_serving(bootstrap, alive, state, timeout_s, client(bootstrap)))
@@ -257,7 +252,7 @@ def _server_properties(state: Path, port: int, controller_port: int,
                        secure_settings: dict | None = None) -> str:
     """One node that is both broker and controller, with single-replica internal topics
     and limits large enough for the tests' 10 MB records. `secure_settings` replace the
-    PLAINTEXT listener (devkafka_secure.listener_settings)."""
+    PLAINTEXT listener (kafka_secure.listener_settings)."""
     max_bytes = 20 * 1024 * 1024
     settings = {
         "process.roles": "broker,controller",
@@ -284,7 +279,7 @@ def _server_properties(state: Path, port: int, controller_port: int,
         "replica.fetch.max.bytes": max_bytes,
     }
     settings.update(secure_settings or {})
-    lines = ["# Written by floeline.devkafka on every start; edits are overwritten."]
+    lines = ["# Written by floeline.dev.kafka on every start; edits are overwritten."]
     lines += [f"{key}={value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
 

@@ -1,7 +1,9 @@
 """The local services floeline's dev tooling runs (Kafka broker, schema registry, local
-AWS endpoints): the process bookkeeping they share. Each service keeps a state directory
-holding its pid file and log; a process counts as the service's only while its command
-line still says so (a pid can be reused), and start-up is serialised per state directory."""
+AWS endpoints, a Spark standalone cluster): the bookkeeping they share. Each service
+keeps a state directory holding its pid file and log; a process counts as the
+service's only while its command line still says so (floeline/processes.py), and
+start-up is serialised per state directory. Their installs go to floeline's cache
+(floeline/cache.py)."""
 
 from __future__ import annotations
 
@@ -12,33 +14,14 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
 from floeline.errors import FloelineError, SetupError
+from floeline.processes import last_lines, recorded_pid
 
 HOST = "127.0.0.1"
-COMPLETE_MARKER = ".floeline-complete"
-
-
-def command_line(pid: int) -> str | None:
-    """The command line of a live process, None when it is gone."""
-    if Path("/proc/self").exists():
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return None
-    done = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True)
-    return done.stdout or None  # no /proc (macOS): ask ps
-
-
-def recorded_pid(pid_file: Path) -> int | None:
-    try:
-        return int(pid_file.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
 
 
 def stop_process(pid_file: Path, is_ours: Callable[[int], bool], timeout_s: float) -> bool:
@@ -176,47 +159,10 @@ def log_tail(log: Path, n: int = 30) -> str:
         return f"(no {log.name})"
 
 
-def last_lines(text: str, n: int) -> str:
-    return "\n".join(text.rstrip().splitlines()[-n:])
-
-
-# ---------------------------------------------------------------- set-up installs
+# ---------------------------------------------------------------- set-up tools
 
 def require_tools(tools, needed_for: str, hint: str) -> None:
     """Fail with the install hint when a set-up tool (java, mvn, node, npm) is missing."""
-    from floeline.errors import SetupError
-
     for tool in tools:
         if shutil.which(tool) is None:
             raise SetupError(f"`{tool}` is not on PATH; {needed_for}: {hint}")
-
-
-def installed_stamp(home: Path) -> str | None:
-    """The stamp of a complete install in `home`, None when there is none."""
-    try:
-        return (home / COMPLETE_MARKER).read_text().strip()
-    except FileNotFoundError:
-        return None
-
-
-def install_once(home: Path, stamp: str, build: Callable[[Path], Path]) -> Path:
-    """`home`, installed by `build(tmp)`, which makes the install under the private temp
-    dir `tmp` and returns its directory. That directory is renamed into place only once
-    complete (its marker, holding `stamp`, written last), so an interrupted install is
-    never used, a changed stamp installs again, and two processes racing here both end
-    up with one complete directory."""
-    if installed_stamp(home) == stamp:
-        return home
-    home.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f"install-{home.name}-", dir=home.parent) as tmp:
-        staged = build(Path(tmp))
-        (staged / COMPLETE_MARKER).write_text(stamp)
-        if home.exists() and installed_stamp(home) != stamp:
-            shutil.rmtree(home, ignore_errors=True)  # incomplete, or of another stamp
-        try:
-            staged.rename(home)
-        except OSError:
-            if installed_stamp(home) != stamp:
-                raise
-            # another process finished first; its directory is just as good
-    return home

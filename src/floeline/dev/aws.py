@@ -10,7 +10,7 @@ process serves every service on one port (Firehose delivers to its S3, S3 notifi
 SQS). Both keep their data in memory only: a
 restart forgets the streams and tables.
 
-As with devkafka, the services run detached and everything about them (pids, logs,
+As with the broker (dev/kafka.py), the services run detached and everything about them (pids, logs,
 endpoints) lives in one state directory, which is how `start`, `stop` and
 `running_endpoints` find them.
 """
@@ -27,12 +27,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from floeline.devkafka import cache_dir
-from floeline.devprocess import (
-    HOST, command_line, install_once, installed_stamp, last_lines, launch, next_or_free_port,
-    poll_until_serving, port_accepts, port_free, port_from_env, recorded_pid, require_tools,
-    start_lock, stop_process)
+from floeline.cache import cache_dir, install_once, installed_stamp
+from floeline.dev.services import (
+    HOST, launch, next_or_free_port, poll_until_serving, port_accepts, port_free, port_from_env,
+    require_tools, start_lock, stop_process)
 from floeline.errors import SetupError
+from floeline.processes import command_line, last_lines, recorded_pid
 
 KINESIS_LOCAL_VERSION = "0.6.2"
 REGION = "us-east-1"
@@ -85,7 +85,7 @@ def _kinesis_local_package() -> Path:
 
 def install_kinesis_local() -> Path:
     """Install kinesis-local with npm into `kinesis_local_dir()` (set-up only; skipped
-    when it is there; installed atomically, see devprocess.install_once)."""
+    when it is there; installed atomically, see cache.install_once)."""
     home = kinesis_local_dir()
     if installed_stamp(home) == KINESIS_LOCAL_VERSION:
         return home

@@ -17,8 +17,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from floeline.devprocess import HOST, last_lines
+from floeline.dev.services import HOST
 from floeline.errors import SetupError
+from floeline.processes import last_lines
 
 USER = "floeline"
 BROKER_USER = "broker"
