@@ -1,6 +1,6 @@
 """The bad-input corpora's accounting, shared by every source: where each record a test
 produced ended up. Nothing may disappear: produced == landed + DLQ + error table +
-skipped by a rule, and each run prints one figure line (the README's "Bad input"
+skipped by a rule, and each run prints one figure line (bench/RESULTS.md's "Bad input corpora"
 table is made of these lines: `pytest -s tests/integration/test_bad_input_corpus.py`)."""
 
 from __future__ import annotations

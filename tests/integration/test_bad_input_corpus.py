@@ -2,7 +2,7 @@
 kind's outcome asserted, and for each corpus the accounting (bad_input.Accounting):
 produced == landed + DLQ + error table + skipped by a rule, lost = 0. One connector run
 (or one COPY per ON_ERROR mode) per corpus keeps it quick. The Kafka JSON corpus of
-test_bad_records.py (23 kinds) completes it; the README's "Bad input" table is made of
+test_bad_records.py (23 kinds) completes it; bench/RESULTS.md's "Bad input corpora" table is made of
 the figure lines these tests print (`pytest -s`)."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from floeline.records.record import Float32
 # (records/snowflake_sql/types.py): INT8..INT64 -> NUMBER; FLOAT32/64 -> FLOAT/DOUBLE; Decimal -> VARCHAR;
 # Date -> DATE; Time -> TIME (a string here); Timestamp -> TIMESTAMP_NTZ; ARRAY -> ARRAY,
 # MAP and STRUCT -> VARIANT. BYTES would be BINARY in Snowflake; floeline keeps the
-# base64 text the conversion rules give, in a VARCHAR (see README).
+# base64 text the conversion rules give, in a VARCHAR (see docs/kafka.md).
 _PRIMITIVE_COLUMNS = {
     "int": "decimal(38,0)", "long": "decimal(38,0)", "float": "double", "double": "double",
     "boolean": "boolean", "string": "string", "bytes": "string", "fixed": "string",
