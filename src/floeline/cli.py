@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import traceback
 
 from floeline.errors import FloelineError
@@ -218,10 +219,35 @@ def _cmd_setup(_args) -> int:
 
     print(f"kafka broker jars: {devkafka.fetch_broker_jars()}")
     print(f"kinesis-local: {devaws.install_kinesis_local()}")
-    spark = get_spark()
+    spark = _start_spark_resolving_packages(get_spark)
     spark.range(1).count()
     print("spark packages: resolved and cached")
     return 0
+
+
+def _start_spark_resolving_packages(get_spark, attempts: int = 3):
+    """The first Spark start resolves its packages with Ivy; a download cut short
+    (Ivy then reports a file of size 0 and the JVM exits before it answers) is worth
+    another try, as every download of set-up is."""
+    from pyspark.errors import PySparkRuntimeError
+
+    from floeline.cache import cache_dir
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return get_spark()
+        except PySparkRuntimeError as exc:
+            if "JAVA_GATEWAY_EXITED" not in str(exc):
+                raise
+            log_path = cache_dir() / "spark-driver.log"
+            if attempt == attempts:
+                raise FloelineError(
+                    f"Spark did not start after {attempts} tries (resolving its packages with Ivy "
+                    f"failed or the JVM could not start); its log is {log_path}. Check the network "
+                    f"and Java 17, then run the set-up again.") from exc
+            print(f"floeline: Spark's first start failed (see {log_path}); trying again",
+                  file=sys.stderr, flush=True)
+            time.sleep(5 * attempt)
 
 
 def _cmd_demo(args) -> int:
