@@ -28,6 +28,7 @@ from floeline.ingest.general import run_general_batch
 from floeline.ingest.onepass import batch_range, run_one_pass_batch
 from floeline.ingest.pipeline import Pipeline
 from floeline.ingest.progress import BatchReport
+from floeline.ingest.results import BatchResult
 from floeline.ingest.table_sink import first_lines
 from floeline.ops.http import OpsServer
 from floeline.sources import source_for
@@ -266,13 +267,12 @@ class Connector:
             result = run_one_pass_batch(self.pipeline, df, batch_id, started, start, end)
         if result is None:
             result = run_general_batch(self.pipeline, df, batch_id, started, finished)
-        report, positions, mids, ts_min = result
-        return self._finish(report, started, positions, finished, mids, ts_min)
+        return self._finish(result, started, finished)
 
-    def _finish(self, report: BatchReport, started: float, positions: dict[str, str],
-                finished: set[str], mids: list[tuple[int, int]], ts_min: int | None) -> BatchReport:
+    def _finish(self, result: BatchResult, started: float, finished: set[str]) -> BatchReport:
         """Mirror the positions to the source, measure lag and latency, print the
-        progress line. `mids` holds (median timestamp, records) per channel or batch."""
+        progress line."""
+        report, positions, ts_min = result.report, result.positions, result.ts_min
         if (positions and report.records_read) or finished:
             try:
                 self.source.after_commit(positions, finished)
@@ -283,7 +283,7 @@ class Connector:
             committed_ms = int(time.time() * 1000)
             # p50 over the batch: the record-weighted median of the channels' medians.
             half, running = report.records_read / 2, 0
-            for mid, records in sorted((m, r) for m, r in mids if m is not None):
+            for mid, records in sorted((m, r) for m, r in result.latency_samples if m is not None):
                 running += records
                 if running >= half:
                     report.latency_p50_ms = committed_ms - mid

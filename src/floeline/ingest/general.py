@@ -19,12 +19,12 @@ from pyspark.sql import functions as F
 
 from floeline.errors import batch_failure
 from floeline.ingest.progress import BatchReport
+from floeline.ingest.results import BatchResult, ChannelStats
 from floeline.records.content import (
     BLANK_VALUE_SQL, PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
 from floeline.records.decode import decode_frame, with_converted_headers
 from floeline.records.headers import HEADER_STAGE
-from floeline.sources.base import (
-    earlier_position, later_position, max_position_sql, min_position_sql)
+from floeline.sources.base import later_position, max_position_sql, min_position_sql
 
 
 class Phases:
@@ -40,8 +40,7 @@ class Phases:
 
 
 def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set[str]):
-    """Process the batch on the general path. Returns the report, the channels' last
-    positions and the per-channel (median timestamp, records) for latency."""
+    """Process the batch on the general path; its BatchResult."""
     cfg = pipeline.config
     report = BatchReport(batch_id)
     # Cached for the batch: only what routing, the pipe, the commit and the DLQ read.
@@ -73,7 +72,7 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
             state = pipeline.tables.state(pipeline.table_ref(g["_route"]))
             routes, channels = by_table.setdefault(state.ref.full_name, (set(), {}))
             routes.add(g["_route"])
-            _merge_channel(channels, g["channel"], g)
+            _merge_channel(channels, g["channel"], ChannelStats.from_group(g))
         if len(by_table) > 1:
             merge_keys_per_table(rows, by_table)
         # Channels finished in this batch are recorded by the tables of their routes.
@@ -99,9 +98,9 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
         positions: dict[str, str] = {}
         for g in groups:
             positions[g["channel"]] = later_position(positions.get(g["channel"]), g["last"])
-        mids = [(g["ts_mid"], g["records"]) for g in groups]
+        samples = [(g["ts_mid"], g["records"]) for g in groups]
         ts_min = min((g["ts_min"] for g in groups if g["ts_min"] is not None), default=None)
-        return report, positions, mids, ts_min
+        return BatchResult(report, positions, samples, ts_min)
     finally:
         rows.unpersist()
 
@@ -175,7 +174,7 @@ def merge_keys_per_table(rows, by_table: dict) -> None:
     Else each table's sink merges them with a job of its own (TableSink.record_fields),
     twice with errors.tolerance=none: 100 tables made 200 jobs a batch."""
     mixed = {name: next(iter(routes)) for name, (routes, channels) in by_table.items()
-             if len(routes) == 1 and len(set().union(*(c["keys"] for c in channels.values())) - {None}) > 1}
+             if len(routes) == 1 and len(set().union(*(c.keys for c in channels.values())) - {None}) > 1}
     if not mixed:
         return
     wanted = ", ".join(sql_string(r) for r in sorted(set(mixed.values())))
@@ -184,7 +183,7 @@ def merge_keys_per_table(rows, by_table: dict) -> None:
         F.expr("schema_of_variant_agg(v)").alias("keys")).collect()}
     for name, route in mixed.items():
         for channel in by_table[name][1].values():
-            channel["keys"] = {merged.get(route)}
+            channel.keys = {merged.get(route)}
 
 
 def _finished_by_table(pipeline, finished: set[str]) -> dict[str, set[str]]:
@@ -200,20 +199,10 @@ def _has_table(pipeline, state) -> bool:
     return pipeline.tables.schema(state) is not None
 
 
-def _merge_channel(channels: dict, channel: str, group) -> None:
+def _merge_channel(channels: dict[str, ChannelStats], channel: str, stats: ChannelStats) -> None:
     """Add one (channel, route) group's statistics to the channel's."""
     old = channels.get(channel)
-    new = {k: group[k] for k in ("first", "last", "records", "bad", "tombstones", "filtered",
-                                 "ts_min", "ts_mid")}
-    new["keys"] = {group["keys"]}
-    new["schema_ids"] = set(group["schema_ids"] or ())
     if old is None:
-        channels[channel] = new
-        return
-    for k in ("records", "bad", "tombstones", "filtered"):
-        old[k] += new[k]
-    old["first"] = earlier_position(old["first"], new["first"])
-    old["last"] = later_position(old["last"], new["last"])
-    old["ts_min"] = min(old["ts_min"], new["ts_min"])
-    old["keys"] |= new["keys"]
-    old["schema_ids"] |= new["schema_ids"]
+        channels[channel] = stats
+    else:
+        old.add(stats)

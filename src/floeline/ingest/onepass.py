@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from floeline import jvm
 from floeline.ingest.progress import BatchReport
+from floeline.ingest.results import BatchResult
 from floeline.ingest.table_sink import first_lines
 from floeline.jvm import known_keys_function
 from floeline.naming import column_match_key, column_name_for_key
@@ -167,7 +168,7 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
                        end: BatchEnd):
     """Write the batch in one pass when its table and records allow it; None when the
     batch must take the general path, which is also what happens when a record turns
-    out to need it (nothing was committed). Returns what run_general_batch does."""
+    out to need it (nothing was committed). Returns the BatchResult."""
     cfg = pipeline.config
     if not cfg.schematization or pipeline.decode:
         return None
@@ -228,7 +229,7 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     report.rows_written[ref.name] = stats["records"]
     report.phases["one pass"] = time.time() - started
     report.phases["one pass stats"] = time.time() - started - report.phases["one pass write"]
-    return report, positions, [(stats["ts_mid"], stats["records"])], stats["ts_min"]
+    return BatchResult(report, positions, [(stats["ts_mid"], stats["records"])], stats["ts_min"])
 
 
 def _replayed(state, channel: str, before: str | None) -> bool:

@@ -199,9 +199,8 @@ class SnowpipeSink:
         store = self._store(stage)
         # Each channel's offset range: the batch's statistics, unless some records were
         # taken out (replays, filtered, tombstones, bad records) and the files hold fewer.
-        exact = not replayed and not any(c["bad"] or c["filtered"] or c["tombstones"]
-                                         for c in channels.values())
-        ranges = {ch: (c["first"], c["last"]) for ch, c in channels.items()} if exact else None
+        exact = not replayed and not any(c.unusual for c in channels.values())
+        ranges = {ch: (c.first, c.last) for ch, c in channels.items()} if exact else None
         files = self._stage_files(state, table_rows, store, ranges)
         phase("stage files")
         from floeline.ingest.file_load import load_files

@@ -73,7 +73,7 @@ class TableSink:
                 fields.pop("")
             all_fields, fields = fields, self.without_wide_records(state, table_rows, fields)
             phase("keys")
-            declared = p.declared_types(set().union(*(c.get("schema_ids", ()) for c in channels.values())))
+            declared = p.declared_types(set().union(*(c.schema_ids for c in channels.values())))
             schema = self.prepare(state, table_rows, fields, declared)
             phase("table")
             shaped = shaping.default_pipe_rows(schema, table_rows, all_fields, cfg.schematization,
@@ -115,7 +115,7 @@ class TableSink:
         state.committed = after
         if channels:  # (a commit that only records finished channels changes nothing here)
             # The next batch may take one pass if this one held nothing unusual.
-            clean = not any(c["bad"] or c["tombstones"] or c["filtered"] for c in channels.values())
+            clean = not any(c.unusual for c in channels.values())
             state.known_keys |= frozenset(k for keys, _t in fields.values() for k in keys)
             state.one_pass_ready = clean and not replayed and not can_fail and bool(fields)
         report.rows_written[ref.name] = report.rows_written.get(ref.name, 0) + expected
@@ -129,28 +129,28 @@ class TableSink:
         p = self.pipeline
         cfg = p.config
         ref = state.ref
-        expected = sum(c["records"] for c in channels.values())
+        expected = sum(c.records for c in channels.values())
         # Replays: rows this table already holds (position <= the channel's position).
         replayed = {ch: state.committed.positions[ch] for ch, c in channels.items()
-                    if state.holds(ch, c["first"])}
+                    if state.holds(ch, c.first)}
         if replayed:
             table_rows = table_rows.where(committed_filter_sql(Committed(replayed)))
             expected = table_rows.count()
-            report.skipped += sum(c["records"] for c in channels.values()) - expected
-        if any(c["filtered"] for c in channels.values()):  # dropped by a Filter transform
+            report.skipped += sum(c.records for c in channels.values()) - expected
+        if any(c.filtered for c in channels.values()):  # dropped by a Filter transform
             filtered = (table_rows.where("_skip").count() if replayed
-                        else sum(c["filtered"] for c in channels.values()))
+                        else sum(c.filtered for c in channels.values()))
             report.skipped += filtered
             expected -= filtered
             table_rows = table_rows.where("NOT _skip")
-        if cfg.null_values == "IGNORE" and any(c["tombstones"] for c in channels.values()):
+        if cfg.null_values == "IGNORE" and any(c.tombstones for c in channels.values()):
             tombstones = (table_rows.where("_tombstone").count() if replayed
-                          else sum(c["tombstones"] for c in channels.values()))
+                          else sum(c.tombstones for c in channels.values()))
             report.skipped += tombstones
             expected -= tombstones
             table_rows = table_rows.where("NOT _tombstone")
-        after = state.after({ch: c["last"] for ch, c in channels.items()}, finished)
-        if any(c["bad"] for c in channels.values()):
+        after = state.after({ch: c.last for ch, c in channels.items()}, finished)
+        if any(c.bad for c in channels.values()):
             table_rows, rejected = p.bad.divert(table_rows, "_error", "_stage", ref, report, after)
             expected -= rejected
         return table_rows, expected, replayed, after
@@ -230,7 +230,7 @@ class TableSink:
         """Column name -> (the JSON keys that map to it, their merged variant type). The
         batch's stats pass already merged each channel's keys; only when the table's
         channels disagree are they merged again over the table's rows."""
-        schemas = set().union(*(c["keys"] for c in channels.values())) - {None}
+        schemas = set().union(*(c.keys for c in channels.values())) - {None}
         if len(schemas) <= 1:
             merged = next(iter(schemas), "")
         else:
