@@ -106,13 +106,17 @@ class BadRecords:
             return frame.where(f"{error_column} IS NULL").drop(error_column), 0
         report.errors += count
         report.errors_by_table[ref.name] = report.errors_by_table.get(ref.name, 0) + count
-        self.row_errors[ref.full_name] = self.row_errors.get(ref.full_name, 0) + count
+        self.count_row_errors(ref, count)
         if cfg.errors_log_enable:
             for r in bad.select("source", "_stage_text", "_error_text").collect():
                 detail = f": {r['_error_text']}" if cfg.errors_log_include_messages else ""
                 log.error("bad record %s stage=%s%s", self.source.describe(_fields(r)),
                           r["_stage_text"], detail)
         return frame.where(f"{error_column} IS NULL").drop(error_column), count
+
+    def count_row_errors(self, ref: TableRef, rows: int) -> None:
+        """Rows of `ref` rejected elsewhere (a staged file that failed to load)."""
+        self.row_errors[ref.full_name] = self.row_errors.get(ref.full_name, 0) + rows
 
     def _count(self, ref: TableRef | None, destination: str, records: int) -> None:
         if self.metrics is not None and records:
@@ -135,16 +139,14 @@ class BadRecords:
         if schema is None:
             tables.create_table(self.spark, errors_ref,
                                 [Column(n, t) for n, t in ERROR_TABLE_COLUMNS], evolution=False)
-            state.schema = None
+            state.forget_schema()
         else:
             missing = [Column(n, t) for n, t in ERROR_TABLE_COLUMNS if schema.find(n) is None]
             if missing:  # an error table from an older floeline: add the new columns
                 tables.add_columns(self.spark, errors_ref, missing)
-                state.schema = None
+                state.forget_schema()
         metadata = commit_metadata(self.config.name, committed_after)
-        if state.batch_metadata != metadata:  # the batch's first write to this table
-            state.batch_metadata, state.batch_base = metadata, state.committed
-        not_held = committed_filter_sql(state.batch_base)
+        not_held = committed_filter_sql(state.replay_base(metadata))
         if not_held:
             bad = bad.where(not_held)
         rows = bad.selectExpr(
@@ -161,7 +163,7 @@ class BadRecords:
                 self.tables.check_owned()
                 rows.write.format("delta").mode("append").option("userMetadata", metadata) \
                     .save(errors_ref.path)
-                state.committed = committed_after
+                state.committed_through(committed_after)
             return count
         finally:
             rows.unpersist()

@@ -53,6 +53,7 @@ class Connector:
         self.out = out or sys.stdout
         self.source = source if source is not None else source_for(config)
         self.pipeline = Pipeline(config, spark, self.source)
+        self.routes: list[str] = []  # the source's routes when the query started
         self.reports: list[BatchReport] = []
         self.failure: BaseException | None = None
         self._stop = threading.Event()
@@ -76,7 +77,7 @@ class Connector:
         """The source's streaming DataFrame, each channel starting right after the
         position its table holds."""
         channels = self.source.channels()
-        self.pipeline.routes = sorted({c.route for c in channels})
+        self.routes = sorted({c.route for c in channels})
         committed = self.pipeline.committed(channels)
         self.metrics.started(committed)
         self.pipeline.sink.start()  # e.g. SNOWPIPE: staged files a crash left behind
@@ -266,7 +267,7 @@ class Connector:
             finished = set(end.finished - start.finished)
             result = run_one_pass_batch(self.pipeline, df, batch_id, started, start, end)
         if result is None:
-            result = run_general_batch(self.pipeline, df, batch_id, started, finished)
+            result = run_general_batch(self.pipeline, df, batch_id, started, finished, self.routes)
         return self._finish(result, started, finished)
 
     def _finish(self, result: BatchResult, started: float, finished: set[str]) -> BatchReport:

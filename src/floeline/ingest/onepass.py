@@ -185,9 +185,8 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     ref = state.ref
     if pipe_for_table(pipeline.warehouse, ref.database, ref.schema, ref.name):
         return None  # a user-defined pipe computes the columns (general path)
-    if not state.known_keys and not state.one_pass_tried:
-        state.one_pass_tried = True  # sample once per table, not after every failure
-        if not _learn_from_sample(pipeline, state, df):
+    if not state.known_keys and state.first_one_pass_sample():  # once per table
+        if not _learn_from_sample(pipeline.preparer, cfg.column_normalization, state, df):
             return None
     elif not state.one_pass_ready:
         return None
@@ -220,11 +219,11 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
          .option("userMetadata", commit_metadata(cfg.name, after)).save(ref.path))
     except Exception as exc:
         log.info("batch %s takes the general path: %s", batch_id, first_lines(str(exc), 2))
-        state.one_pass_ready, state.schema = False, None
+        state.one_pass_failed()
         return None
     report.phases["one pass write"] = time.time() - started
     stats = observed.get
-    state.committed, state.one_pass_ready = after, True
+    state.one_pass_committed(after)
     report.records_read = stats["records"]
     report.rows_written[ref.name] = stats["records"]
     report.phases["one pass"] = time.time() - started
@@ -241,7 +240,7 @@ def _replayed(state, channel: str, before: str | None) -> bool:
     return before is None or position_after(committed, before)
 
 
-def _learn_from_sample(pipeline, state, df) -> bool:
+def _learn_from_sample(preparer, normalize: bool, state, df) -> bool:
     """Before a table's first batch: create or evolve the table from the keys of the
     batch's first records, so the whole batch can try one pass (a record with other
     keys sends it to the general path). True when the sample was usable."""
@@ -249,11 +248,11 @@ def _learn_from_sample(pipeline, state, df) -> bool:
         f"{PARSE_VALUE_SQL} AS v").where("v IS NOT NULL").persist()
     try:
         merged = sample.selectExpr("schema_of_variant_agg(v) AS s").first()["s"] or ""
-        fields = shaping.fields_of(merged, pipeline.config.column_normalization)
+        fields = shaping.fields_of(merged, normalize)
         if not fields or "" in fields:
             return False
-        pipeline.sink.prepare(state, sample, fields)
-        state.known_keys = frozenset(k for keys, _t in fields.values() for k in keys)
+        preparer.prepare(state, sample, fields)
+        state.learn_keys(k for keys, _t in fields.values() for k in keys)
         return True
     finally:
         sample.unpersist()

@@ -1,19 +1,19 @@
 """The parts of the shared pipeline one connector's batches use: its source, its
-tables and their state, the bad-record router, the sink (table or SNOWPIPE), and the route ->
-table rule. Nothing here knows which source it is."""
+tables and their state, the bad-record router, the table preparer, the sink (table or
+SNOWPIPE), and the route -> table rule. Each sink gets the collaborators it uses, not
+this object. Nothing here knows which source it is."""
 
 from __future__ import annotations
 
-from functools import cached_property
-
 from floeline.ingest.bad_records import BadRecords
 from floeline.ingest.dead_letters import dead_letter_queue_for
+from floeline.ingest.declared_types import DeclaredTypes
+from floeline.ingest.sink import Sink
 from floeline.ingest.snowpipe_sink import SnowpipeSink
+from floeline.ingest.table_preparer import TablePreparer
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import Tables
 from floeline.ops.metrics import ConnectorMetrics
-from floeline.records import converters as conv
-from floeline.records.avro_schema import column_types
 from floeline.records.decode import needs_python_decode, transform_chain_for
 from floeline.records.headers import header_rules
 from floeline.records.support import check_supported
@@ -43,10 +43,18 @@ class Pipeline:
         self.metrics = ConnectorMetrics(config.name, config.database, config.schema)
         self.bad = BadRecords(config, spark, self.tables, source, dead_letter_queue_for(config),
                               self.metrics)
-        # snowflake.ingestion.method: rows straight into the table (Snowpipe Streaming),
-        # or through staged files loaded by the table's pipe (SNOWPIPE).
-        self.sink = SnowpipeSink(self) if config.ingestion_method == "SNOWPIPE" else TableSink(self)
-        self.routes: list[str] = []  # the source's routes when the query started
+        self.preparer = TablePreparer(config, spark, self.tables)
+        self.declared_types = DeclaredTypes(config, self.transforms)
+        self.sink = self._sink()
+
+    def _sink(self) -> Sink:
+        """snowflake.ingestion.method: rows straight into the table (Snowpipe Streaming),
+        or through staged files loaded by the table's pipe (SNOWPIPE)."""
+        if self.config.ingestion_method == "SNOWPIPE":
+            return SnowpipeSink(self.config, self.spark, self.warehouse, self.tables, self.bad,
+                                self.before_commit, self.source.route_of)
+        return TableSink(self.config, self.spark, self.warehouse, self.tables, self.bad,
+                         self.preparer, self.before_commit, self.metrics, self.declared_types)
 
     def before_commit(self) -> None:
         """Right before a table commit: the tables are still this connector's (S3), and
@@ -58,27 +66,6 @@ class Pipeline:
         """When the connector stops: give up its tables' owner records (S3)."""
         if self.tables.owners is not None:
             self.tables.owners.release()
-
-    def declared_types(self, schema_ids) -> dict[str, str]:
-        """Top-level field -> column type, as the Avro schema(s) of a batch's values
-        declare them (later schema ids win), so a column's type comes from its schema,
-        not its values. Empty for other converters, and with transforms (which reshape
-        values without schemas here)."""
-        converter = self._schema_converter
-        if converter is None:
-            return {}
-        if isinstance(converter, conv.ConfigSchemaAvroConverter):
-            return column_types(converter.schema)
-        declared: dict[str, str] = {}
-        for schema_id in sorted(schema_ids):
-            declared.update(column_types(converter.schema_of(schema_id)))
-        return declared
-
-    @cached_property
-    def _schema_converter(self):
-        if self.config.value_converter != conv.AVRO_CONVERTER or self.transforms is not None:
-            return None
-        return conv.converter_for(self.config.raw, "value")
 
     def table_ref(self, route: str) -> TableRef:
         """The table records of `route` (after transforms such as RegexRouter) go to."""
