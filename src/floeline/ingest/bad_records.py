@@ -26,6 +26,7 @@ from floeline.records.content import sql_string
 from floeline.sources.base import Committed, position_after_sql
 from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef
+from floeline.warehouse.commits import commit
 from floeline.warehouse.positions import commit_metadata
 from floeline.warehouse.tables import Column
 
@@ -145,8 +146,8 @@ class BadRecords:
             if missing:  # an error table from an older floeline: add the new columns
                 tables.add_columns(self.spark, errors_ref, missing)
                 state.forget_schema()
-        metadata = commit_metadata(self.config.name, committed_after)
-        not_held = committed_filter_sql(state.replay_base(metadata))
+        not_held = committed_filter_sql(state.replay_base(
+            commit_metadata(self.config.name, committed_after)))
         if not_held:
             bad = bad.where(not_held)
         rows = bad.selectExpr(
@@ -160,9 +161,7 @@ class BadRecords:
         try:
             count = rows.count()
             if count:
-                self.tables.check_owned()
-                rows.write.format("delta").mode("append").option("userMetadata", metadata) \
-                    .save(errors_ref.path)
+                commit(rows, errors_ref, self.config.name, committed_after, self.tables.check_owned)
                 state.committed_through(committed_after)
             return count
         finally:

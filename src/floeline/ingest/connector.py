@@ -29,11 +29,11 @@ from floeline.ingest.onepass import batch_range, run_one_pass_batch
 from floeline.ingest.pipeline import Pipeline
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
-from floeline.ingest.table_sink import first_lines
 from floeline.ops.http import OpsServer
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
 from floeline.warehouse import storage
+from floeline.warehouse.commits import first_lines
 
 log = logging.getLogger("floeline")
 

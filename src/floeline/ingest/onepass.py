@@ -31,17 +31,17 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from floeline import jvm
+from floeline.errors import TableError
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
-from floeline.ingest.table_sink import first_lines
 from floeline.jvm import known_keys_function
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import shaping
 from floeline.records.content import PARSE_VALUE_SQL, quote_column, sql_string
 from floeline.sources.base import BatchEnd, position_after
 from floeline.warehouse import storage
+from floeline.warehouse.commits import commit, first_lines
 from floeline.warehouse.pipes import pipe_for_table
-from floeline.warehouse.positions import commit_metadata
 from floeline.warehouse.tables import METADATA_COLUMN, TableSchema, stores_json
 
 log = logging.getLogger("floeline")
@@ -213,12 +213,11 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
               F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"))
     positions = {ch: last for ch, (_before, last) in channels.items()}
     after = state.after(positions, finished)
-    pipeline.before_commit()
     try:
-        (frame.selectExpr(*plan.columns).write.format("delta").mode("append")
-         .option("userMetadata", commit_metadata(cfg.name, after)).save(ref.path))
-    except Exception as exc:
-        log.info("batch %s takes the general path: %s", batch_id, first_lines(str(exc), 2))
+        commit(frame.selectExpr(*plan.columns), ref, cfg.name, after, pipeline.before_commit)
+    except TableError as exc:
+        log.info("batch %s takes the general path: %s", batch_id,
+                 first_lines(str(exc.__cause__ or exc), 2))
         state.one_pass_failed()
         return None
     report.phases["one pass write"] = time.time() - started

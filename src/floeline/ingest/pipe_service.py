@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from floeline.errors import FloelineError
 from floeline.ingest.connector import install_stop_signals
 from floeline.ingest.file_load import load_files
-from floeline.ingest.table_sink import first_lines
 from floeline.sources import s3_notifications
 from floeline.sources.pipe_files import FORMAT as PIPE_FILES_FORMAT
 from floeline.sources.pipe_files import (MAX_FILES_PER_BATCH, PipeFilesDataSource, split_pipe_name,
                                          stage_of, stored_pipe)
 from floeline.warehouse import load_history, pipes, stages, tables
 from floeline.warehouse.catalog import Warehouse, folder_name
+from floeline.warehouse.commits import first_lines
 from floeline.warehouse.load_history import LOAD_FAILED, FileLoad
 from floeline.warehouse.stage_store import StagedFile
 

@@ -49,15 +49,14 @@ from floeline.ingest.bad_records import BadRecords
 from floeline.ingest.landing import landing
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.sink import TableBatch
-from floeline.ingest.table_sink import first_lines
 from floeline.ingest.table_state import Tables, TableState
 from floeline.records.content import sql_string
 from floeline.records.shaping import CONTENT_COLUMN
-from floeline.sources.base import max_position_sql, min_position_sql
+from floeline.sources.base import Committed, max_position_sql, min_position_sql
 from floeline.warehouse import load_history, pipes, stage_store, stages, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import LOAD_FAILED
-from floeline.warehouse.positions import commit_entry
+from floeline.warehouse.commits import commit, first_lines
 from floeline.warehouse.tables import METADATA_COLUMN, Column
 
 log = logging.getLogger("floeline")
@@ -192,12 +191,9 @@ class SnowpipeSink:
             return 0
         stage, pipe = self._set_up(state)
         batch.phase("set up")
-        positions = commit_entry(self.config.name, lands.after)
-        self.before_commit()
         if lands.expected <= 0:  # only positions move (records replayed, diverted or skipped)
-            (self.spark.sql(f"SELECT CAST(NULL AS VARIANT) AS {METADATA_COLUMN}").limit(0)
-             .write.format("delta").mode("append")
-             .option("userMetadata", json.dumps(positions)).save(ref.path))
+            commit(self.spark.sql(f"SELECT CAST(NULL AS VARIANT) AS {METADATA_COLUMN}").limit(0),
+                   ref, self.config.name, lands.after, self.before_commit)
             state.committed_through(lands.after)
             return 0
         store = self._store(stage)
@@ -207,7 +203,7 @@ class SnowpipeSink:
         ranges = {ch: (c.first, c.last) for ch, c in batch.channels.items()} if exact else None
         files = self._stage_files(batch, lands.rows, store, ranges)
         batch.phase("stage files")
-        loads = self._load(state, stage, pipe, files, positions)
+        loads = self._load(state, stage, pipe, files, lands.after)
         batch.phase("load")
         state.committed_through(lands.after)
         self._after_load(store, ref, loads, report)
@@ -215,19 +211,23 @@ class SnowpipeSink:
         report.rows_written[ref.name] = report.rows_written.get(ref.name, 0) + loaded
         return loaded
 
-    def _load(self, state: TableState, stage, pipe, files, positions: dict):
+    def _load(self, state: TableState, stage, pipe, files, after: Committed):
         from floeline.ingest.file_load import load_files
 
         ref = state.ref
         schema = self.tables.schema(state)
         fmt = stages.resolve_format(self.warehouse, stage, None, stage.database, stage.schema)
         pipe_full = f"{ref.database}.{ref.schema}.{pipe.name}"
+        what = f"loading staged files into table {ref.full_name} (pipe {pipe_full})"
         try:
             return load_files(self.spark, ref, schema, stage, files, fmt, pipe, ON_ERROR, None,
-                              pipe_name=pipe_full, commit_extra=positions)
+                              pipe_name=pipe_full, positions=(self.config.name, after),
+                              check_owned=self.before_commit, what=what)
+        except TableError:
+            state.forget_schema()
+            raise
         except Exception as exc:
             state.forget_schema()
-            what = f"loading staged files into table {ref.full_name} (pipe {pipe_full})"
             raise (storage_full(exc, what, ref.path)
                    or TableError(f"{what} failed: {first_lines(str(exc))}")) from exc
 

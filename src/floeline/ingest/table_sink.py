@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from floeline.errors import TableError, storage_full
+from floeline.errors import TableError
 from floeline.ingest.bad_records import BadRecords
 from floeline.ingest.landing import Landing, landing
 from floeline.ingest.sink import TableBatch
@@ -22,8 +22,8 @@ from floeline.ingest.table_state import Tables
 from floeline.naming import display_identifier
 from floeline.records import shaping
 from floeline.records.content import quote_column
+from floeline.warehouse.commits import commit
 from floeline.warehouse.pipes import pipe_for_table
-from floeline.warehouse.positions import commit_metadata
 
 
 @dataclass
@@ -152,19 +152,15 @@ class TableSink:
     def _commit(self, batch: TableBatch, shaped: Shaped, out, lands: Landing) -> None:
         state = batch.state
         ref = state.ref
-        self.before_commit()
         try:
-            out.write.format("delta").mode("append") \
-                .option("userMetadata", commit_metadata(self.config.name, lands.after)).save(ref.path)
-        except Exception as exc:
+            commit(out, ref, self.config.name, lands.after, self.before_commit)
+        except TableError:
             if shaped.can_fail and self.config.errors_tolerance == "none":
                 # Name the first bad record (raises RecordError) if that was the cause.
                 self._divert_row_errors(batch, shaped, lands)
             state.forget_schema()  # the table may have changed under us: read it again next time
             self.metrics.table_commit_error(ref.full_name)
-            what = f"writing to table {ref.full_name}"
-            raise (storage_full(exc, what, ref.path)
-                   or TableError(f"{what} failed: {first_lines(str(exc))}")) from exc
+            raise
 
     @staticmethod
     def _remember(batch: TableBatch, shaped: Shaped, lands: Landing) -> None:
@@ -188,8 +184,3 @@ def display_name(ref) -> str:
     """DB.SCHEMA.TABLE as SQL writes it (quoted parts where needed), for messages."""
     return ".".join(display_identifier(p) for p in (ref.database, ref.schema, ref.name))
 
-
-def first_lines(message: str, n: int = 6) -> str:
-    """A Spark error without its JVM stack trace."""
-    message = message.split("\n\nJVM stacktrace")[0]
-    return "\n".join(message.splitlines()[:n])
