@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floeline.ingest.bad_records import BadRecords, committed_filter_sql
+from floeline.ingest.bad_records import BadRecords
 from floeline.ingest.sink import TableBatch
 from floeline.sources.base import Committed
+from floeline.warehouse.positions import committed_filter_sql
 
 
 @dataclass

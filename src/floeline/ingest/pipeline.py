@@ -41,7 +41,7 @@ class Pipeline:
                   if owners_needed(self.warehouse) else None)
         self.tables = Tables(spark, self.warehouse, config.name, owners=owners)
         self.metrics = ConnectorMetrics(config.name, config.database, config.schema)
-        self.bad = BadRecords(config, spark, self.tables, source, dead_letter_queue_for(config),
+        self.bad = BadRecords(config, source, dead_letter_queue_for(config, spark, self.tables),
                               self.metrics)
         self.preparer = TablePreparer(config, spark, self.tables)
         self.declared_types = DeclaredTypes(config, self.transforms)
