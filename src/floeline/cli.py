@@ -36,6 +36,7 @@ def _show_kafka_routes(config) -> None:
     from floeline.naming import display_identifier, table_for_topic
     from floeline.records.decode import transform_chain_for
     from floeline.records.transforms import routed_topic
+    from floeline.sources.routes import table_for_route
 
     topics = list(config.topics)
     if config.kafka_security.protocol != "PLAINTEXT":
@@ -51,10 +52,12 @@ def _show_kafka_routes(config) -> None:
         except FloelineError as exc:
             print(f"(cannot list matching topics: {exc})", file=sys.stderr)
     chain = transform_chain_for(config.raw)
+    def table_name(routed: str) -> str:  # KafkaSource.table_name, without a cluster
+        return table_for_topic(routed, config.topic_map, config.table_name_sanitization)
+
     for topic in topics:
         routed = routed_topic(chain, topic)
-        table = display_identifier(table_for_topic(routed, config.topic_map,
-                                                    config.table_name_sanitization))
+        table = display_identifier(table_for_route(topic, chain, table_name))
         via = f" (routed as {routed!r} by transforms)" if routed != topic else ""
         print(f"{topic} -> {config.database}.{config.schema}.{table}{via}")
     if chain is not None:

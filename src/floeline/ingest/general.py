@@ -142,7 +142,7 @@ def _result(report: BatchReport, groups) -> BatchResult:
 
 def _query_routes_of(pipeline, table: str, routes: list[str]) -> set[str]:
     """The query's routes whose records go to `table` (after transforms)."""
-    return {r for r in routes if pipeline.table_ref(pipeline.routed(r)).full_name == table}
+    return {r for r in routes if pipeline.table_of_route(r).full_name == table}
 
 
 def fewer_partitions(pipeline, df, routes: list[str]):
@@ -152,7 +152,7 @@ def fewer_partitions(pipeline, df, routes: list[str]):
     (bench/bench_scale.py: 0.18x the single-table rows/s with 10 tables); a source
     partition holds one route, so merging them costs a table nothing but a filter.
     With one table the read keeps one task per source partition."""
-    tables = {pipeline.table_ref(pipeline.routed(r)).full_name for r in routes}
+    tables = {pipeline.table_of_route(r).full_name for r in routes}
     if len(tables) <= 1:
         return df
     return df.coalesce(max(1, df.sparkSession.sparkContext.defaultParallelism))
@@ -230,7 +230,7 @@ def _finished_by_table(pipeline, finished: set[str]) -> dict[str, set[str]]:
     by_table: dict[str, set[str]] = {}
     for channel in finished:
         route = pipeline.source.route_of(channel)
-        state = pipeline.tables.state(pipeline.table_ref(pipeline.routed(route)))
+        state = pipeline.tables.state(pipeline.table_of_route(route))
         by_table.setdefault(state.ref.full_name, set()).add(channel)
     return by_table
 

@@ -19,6 +19,7 @@ from floeline.records.headers import header_rules
 from floeline.records.support import check_supported
 from floeline.records.transforms import routed_topic
 from floeline.sources.base import Committed
+from floeline.sources.routes import table_for_route
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.owners import TableOwners
 from floeline.warehouse.owners import needed as owners_needed
@@ -67,10 +68,16 @@ class Pipeline:
         if self.tables.owners is not None:
             self.tables.owners.release()
 
-    def table_ref(self, route: str) -> TableRef:
-        """The table records of `route` (after transforms such as RegexRouter) go to."""
+    def table_ref(self, routed_route: str) -> TableRef:
+        """The table of a route as transforms left it (a batch's `_route`)."""
         cfg = self.config
-        return self.warehouse.table(cfg.database, cfg.schema, self.source.table_name(route))
+        return self.warehouse.table(cfg.database, cfg.schema, self.source.table_name(routed_route))
+
+    def table_of_route(self, route: str) -> TableRef:
+        """The table records of the source's `route` go to (sources/routes.py)."""
+        cfg = self.config
+        return self.warehouse.table(cfg.database, cfg.schema,
+                                    table_for_route(route, self.transforms, self.source.table_name))
 
     def routed(self, route: str) -> str:
         """The route `route`'s records take after transforms (RegexRouter renames topics;
@@ -84,7 +91,7 @@ class Pipeline:
         result = Committed()
         by_table: dict[str, Committed] = {}
         for channel in channels:
-            state = self.tables.state(self.table_ref(self.routed(channel.route)))
+            state = self.tables.state(self.table_of_route(channel.route))
             by_table[state.ref.full_name] = state.committed
             position = state.committed.positions.get(channel.id)
             if position is not None:
