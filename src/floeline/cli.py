@@ -3,12 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import traceback
 
 from floeline.errors import FloelineError
 from floeline.secrets import scrub
+
+
+@contextlib.contextmanager
+def stop_signals(stop):
+    """While inside: SIGINT/SIGTERM call `stop()` (the connector or the pipe service
+    stops after its current batch) instead of ending the process. The process's own
+    business, so the entry point installs them, not the batch code."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _cmd_validate(args) -> int:
@@ -91,7 +112,8 @@ def _cmd_run(args) -> int:
               f"driver={context.getConf().get('spark.driver.host', '?')} app={context.applicationId}",
               flush=True)
     connector = Connector(config, spark)
-    connector.run(until_caught_up=args.until_caught_up)
+    with stop_signals(connector.stop):
+        connector.run(until_caught_up=args.until_caught_up)
     return 0
 
 
@@ -171,7 +193,8 @@ def _cmd_pipes(args) -> int:
     warehouse = Warehouse(args.warehouse or os.environ.get("FLOELINE_WAREHOUSE", "./warehouse"))
     service = PipeService(get_spark(), warehouse, poll_s=args.poll,
                           report=lambda line: print(line, flush=True))
-    return service.run(until_caught_up=args.until_caught_up)
+    with stop_signals(service.request_stop):
+        return service.run(until_caught_up=args.until_caught_up)
 
 
 def _cmd_kafka(args) -> int:

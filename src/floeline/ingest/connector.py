@@ -16,7 +16,6 @@ Nothing here knows which source it reads."""
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
 import time
@@ -30,6 +29,7 @@ from floeline.ingest.pipeline import Pipeline
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
 from floeline.ops.http import OpsServer
+from floeline.ops.metrics import ConnectorMetrics
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
 from floeline.warehouse import storage
@@ -47,17 +47,22 @@ _HEADS_MAX_AGE_S = 1.0
 class Connector:
     """One connector: its config, its source, its tables, its streaming query."""
 
-    def __init__(self, config: ConnectorConfig, spark, out=None, source=None):
+    def __init__(self, config: ConnectorConfig, spark, out=None, source=None, metrics=None,
+                 clock: startup.StartupClock | None = None):
         self.config = config
         self.spark = spark
         self.out = out or sys.stdout
         self.source = source if source is not None else source_for(config)
-        self.pipeline = Pipeline(config, spark, self.source)
+        # The connector's own counters (the entry point may hand them in) and the
+        # process's start-up clock (the first-commit line).
+        self.metrics = metrics if metrics is not None else ConnectorMetrics(
+            config.name, config.database, config.schema)
+        self.clock = clock if clock is not None else startup.PROCESS
+        self.pipeline = Pipeline(config, spark, self.source, self.metrics)
         self.routes: list[str] = []  # the source's routes when the query started
         self.reports: list[BatchReport] = []
         self.failure: BaseException | None = None
         self._stop = threading.Event()
-        self.metrics = self.pipeline.metrics
         self.ops_server: OpsServer | None = None  # /metrics, /healthz, /ready while running
         self._state = "starting"  # starting | active | ended: <why>
 
@@ -84,8 +89,8 @@ class Connector:
         return self.source.open(self.spark, committed, self._has_checkpoint())
 
     def run(self, until_caught_up: bool = False) -> None:
-        """Run the connector: until the source is caught up, or until stopped by
-        SIGINT/SIGTERM (or `stop()`). A query that fails with a transient error is
+        """Run the connector: until the source is caught up, or until `stop()` (which
+        the command line's SIGINT/SIGTERM handlers call). A query that fails with a transient error is
         started again (see `_run_with_restarts`); a terminal error is raised: the
         batch's own (a RecordError, TableError, ...), RetriesExhausted, or QueryError."""
         self._start_ops_server()
@@ -193,11 +198,10 @@ class Connector:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{self.config.flush_time_s} seconds")
-        startup.mark("query start")
+        self.clock.mark("query start")
         query = writer.start()
         self._state = "active"
         self.metrics.query_active(True)
-        restore = install_stop_signals(self._stop)
         try:
             self._await(query)
             error = query.exception()
@@ -216,8 +220,6 @@ class Connector:
                     f"connector {self.config.name} stopped: Spark's JVM ended under it "
                     f"({first_lines(str(exc), 1)}); every batch it committed is in the "
                     f"tables, so running it again continues from there") from None
-        finally:
-            restore()
         if self.failure is not None:
             if self._stop.is_set() and spark_gone(self.failure):
                 return  # a batch cut short by the stop: nothing of it was committed
@@ -256,7 +258,7 @@ class Connector:
 
     def process_batch(self, batch, batch_id: int) -> BatchReport:
         started = time.time()
-        startup.mark("first batch", started)
+        self.clock.mark("first batch", started)
         df = self.source.normalize(batch)
         bounds = batch_range(self.pipeline, batch_id)
         finished: set[str] = set()
@@ -297,7 +299,7 @@ class Connector:
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         if report.records_read:
-            first = startup.summary(time.time())
+            first = self.clock.summary(time.time())
             if first is not None:
                 print(first, file=self.out, flush=True)
         return report
@@ -363,16 +365,3 @@ def spark_gone(exc: BaseException) -> bool:
     return any(m in text for m in ("stopped SparkContext", "SparkContext was shut down",
                                    "SparkContext has been shutdown"))
 
-
-def install_stop_signals(stop: threading.Event):
-    """SIGINT/SIGTERM ask the connector (or the pipe service) to stop after the current batch."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        signal.signal(sig, lambda *_: stop.set())
-
-    def restore():
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return restore

@@ -13,7 +13,6 @@ from floeline.ingest.snowpipe_sink import SnowpipeSink
 from floeline.ingest.table_preparer import TablePreparer
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import Tables
-from floeline.ops.metrics import ConnectorMetrics
 from floeline.records.decode import needs_python_decode, transform_chain_for
 from floeline.records.headers import header_rules
 from floeline.records.support import check_supported
@@ -26,7 +25,7 @@ from floeline.warehouse.owners import needed as owners_needed
 
 
 class Pipeline:
-    def __init__(self, config, spark, source):
+    def __init__(self, config, spark, source, metrics):
         check_supported(config)
         self.config, self.spark, self.source = config, spark, source
         self.decode = needs_python_decode(config)  # converters/transforms run in Python
@@ -41,7 +40,7 @@ class Pipeline:
                               standby=source.has_standby)
                   if owners_needed(self.warehouse) else None)
         self.tables = Tables(spark, self.warehouse, config.name, owners=owners)
-        self.metrics = ConnectorMetrics(config.name, config.database, config.schema)
+        self.metrics = metrics  # the connector's (see Connector): what batches add to its counters
         self.bad = BadRecords(config, source, dead_letter_queue_for(config, spark, self.tables),
                               self.metrics)
         self.preparer = TablePreparer(config, spark, self.tables)
