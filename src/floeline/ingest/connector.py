@@ -90,8 +90,8 @@ class Connector:
 
     def run(self, until_caught_up: bool = False) -> None:
         """Run the connector: until the source is caught up, or until `stop()` (which
-        the command line's SIGINT/SIGTERM handlers call). A query that fails with a transient error is
-        started again (see `_run_with_restarts`); a terminal error is raised: the
+        the command line's SIGINT/SIGTERM handlers call). A query that fails with a
+        transient error is started again (see `_run_with_restarts`); a terminal error is raised: the
         batch's own (a RecordError, TableError, ...), RetriesExhausted, or QueryError."""
         self._start_ops_server()
         try:
