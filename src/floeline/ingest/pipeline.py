@@ -43,6 +43,7 @@ class Pipeline:
         self.metrics = metrics  # the connector's (see Connector): what batches add to its counters
         self.bad = BadRecords(config, source, dead_letter_queue_for(config, spark, self.tables),
                               self.metrics)
+        self.before_commit = commit_check(self.tables, source)
         self.preparer = TablePreparer(config, spark, self.tables)
         self.declared_types = DeclaredTypes(config, self.transforms)
         self.sink = self._sink()
@@ -56,11 +57,6 @@ class Pipeline:
         return TableSink(self.config, self.spark, self.warehouse, self.tables, self.bad,
                          self.preparer, self.before_commit, self.metrics, self.declared_types)
 
-    def before_commit(self) -> None:
-        """Right before a table commit: the tables are still this connector's (S3), and
-        whatever the source needs (sources/base.py)."""
-        self.tables.check_owned()
-        self.source.before_commit()
 
     def release(self) -> None:
         """When the connector stops: give up its tables' owner records (S3)."""
@@ -100,3 +96,13 @@ class Pipeline:
                 result.positions.setdefault(channel, position)
             result.finished |= held.finished
         return result
+
+
+def commit_check(tables_: Tables, source):
+    """What runs right before a table commit (warehouse/commits.py's ownership check):
+    the tables are still this connector's (S3), and whatever the source needs
+    (sources/base.py: a Kinesis lease still held)."""
+    def check() -> None:
+        tables_.check_owned()
+        source.before_commit()
+    return check
