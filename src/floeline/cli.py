@@ -3,13 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 
 from floeline.errors import FloelineError
 from floeline.secrets import scrub
+
+
+@contextlib.contextmanager
+def stop_signals(stop):
+    """While inside: SIGINT/SIGTERM call `stop()` (the connector or the pipe service
+    stops after its current batch) instead of ending the process. The process's own
+    business, so the entry point installs them, not the batch code."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda *_: stop())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _cmd_validate(args) -> int:
@@ -37,6 +58,7 @@ def _show_kafka_routes(config) -> None:
     from floeline.naming import display_identifier, table_for_topic
     from floeline.records.decode import transform_chain_for
     from floeline.records.transforms.chain import routed_topic
+    from floeline.sources.routes import table_for_route
 
     topics = list(config.topics)
     if config.kafka_security.protocol != "PLAINTEXT":
@@ -52,10 +74,13 @@ def _show_kafka_routes(config) -> None:
         except FloelineError as exc:
             print(f"(cannot list matching topics: {exc})", file=sys.stderr)
     chain = transform_chain_for(config.decoding.transforms)
+
+    def table_name(routed: str) -> str:  # KafkaSource.table_name, without a cluster
+        return table_for_topic(routed, config.topic_map, config.table_name_sanitization)
+
     for topic in topics:
         routed = routed_topic(chain, topic)
-        table = display_identifier(table_for_topic(routed, config.topic_map,
-                                                    config.table_name_sanitization))
+        table = display_identifier(table_for_route(topic, chain, table_name))
         via = f" (routed as {routed!r} by transforms)" if routed != topic else ""
         print(f"{topic} -> {config.database}.{config.schema}.{table}{via}")
     if chain is not None:
@@ -76,6 +101,7 @@ def _show_kinesis_routes(config) -> None:
 def _cmd_run(args) -> int:
     from floeline.config import describe_ignored, load_config
     from floeline.ingest import Connector
+    from floeline.ops.http import OpsServer
     from floeline.spark import get_spark, under_spark_submit
 
     config = load_config(args.config)
@@ -88,8 +114,9 @@ def _cmd_run(args) -> int:
         print(f"spark-submit: master={context.master} "
               f"driver={context.getConf().get('spark.driver.host', '?')} app={context.applicationId}",
               flush=True)
-    connector = Connector(config, spark)
-    connector.run(until_caught_up=args.until_caught_up)
+    connector = Connector(config, spark, endpoints=OpsServer)
+    with stop_signals(connector.stop):
+        connector.run(until_caught_up=args.until_caught_up)
     return 0
 
 
@@ -169,7 +196,8 @@ def _cmd_pipes(args) -> int:
     warehouse = Warehouse(args.warehouse or os.environ.get("FLOELINE_WAREHOUSE", "./warehouse"))
     service = PipeService(get_spark(), warehouse, poll_s=args.poll,
                           report=lambda line: print(line, flush=True))
-    return service.run(until_caught_up=args.until_caught_up)
+    with stop_signals(service.request_stop):
+        return service.run(until_caught_up=args.until_caught_up)
 
 
 def _cmd_kafka(args) -> int:

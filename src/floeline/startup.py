@@ -5,21 +5,16 @@ a connector's first commit, in its parts, printed once per process after that co
   listed, Ivy skipped), connector set-up 0.4 s, source planning 2.1 s, first batch
   4.3 s (table creation 1.2 s)
 
-The clock is process-wide, as the launch it measures from: spark.py marks the Spark
-start, the connector its query's start and first batch, tables.py the time spent
-creating tables. Later connectors in the same process (tests, benchmarks) print nothing."""
+The clock (StartupClock) is the process's, as the launch it measures from: spark.py
+marks the Spark start, tables.py the time spent creating tables, and a connector its
+query's start and first batch on the clock it was given (the process's by default).
+Later connectors on the same clock (tests, benchmarks) print nothing."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import time
-
-_marks: dict[str, float] = {}  # event -> epoch seconds, first time only
-_spans: dict[str, float] = {}  # part -> seconds, summed
-_notes: dict[str, str] = {}
-_printed = False
-
 
 def process_started_at() -> float | None:
     """This process's launch, epoch seconds, from Linux's /proc (None elsewhere)."""
@@ -33,42 +28,53 @@ def process_started_at() -> float | None:
         return None
 
 
-def mark(event: str, at: float | None = None) -> None:
-    """Note when `event` first happened (later calls change nothing)."""
-    _marks.setdefault(event, time.time() if at is None else at)
+class StartupClock:
+    """The marks, spans and notes of one launch, and whether its line was printed."""
+
+    def __init__(self):
+        self.marks: dict[str, float] = {}  # event -> epoch seconds, first time only
+        self.spans: dict[str, float] = {}  # part -> seconds, summed
+        self.notes: dict[str, str] = {}
+        self.printed = False
+
+    def mark(self, event: str, at: float | None = None) -> None:
+        """Note when `event` first happened (later calls change nothing)."""
+        self.marks.setdefault(event, time.time() if at is None else at)
+
+    def note(self, key: str, text: str) -> None:
+        self.notes.setdefault(key, text)
+
+    @contextlib.contextmanager
+    def span(self, part: str):
+        """Add the time spent inside to `part` (until the summary is printed)."""
+        started = time.time()
+        try:
+            yield
+        finally:
+            if not self.printed:
+                self.spans[part] = self.spans.get(part, 0.0) + time.time() - started
+
+    def summary(self, committed_at: float) -> str | None:
+        """The line (see the module doc) for a first commit at `committed_at`, once:
+        None after the first, or when the process's launch is unknown."""
+        launched = process_started_at()
+        if self.printed or launched is None or not {"spark start", "spark ready", "query start",
+                                                    "first batch"} <= self.marks.keys():
+            return None
+        self.printed = True
+        m, spans = self.marks, self.spans
+        jars = f" (jars: {self.notes['jars']})" if "jars" in self.notes else ""
+        tables = f" (table creation {spans['table creation']:.1f} s)" if spans.get("table creation") else ""
+        parts = [("before Spark", m["spark start"] - launched, ""),
+                 ("Spark start", m["spark ready"] - m["spark start"], jars),
+                 ("connector set-up", m["query start"] - m["spark ready"], ""),
+                 ("source planning", m["first batch"] - m["query start"], ""),
+                 ("first batch", committed_at - m["first batch"], tables)]
+        text = ", ".join(f"{name} {seconds:.1f} s{detail}" for name, seconds, detail in parts)
+        return f"first commit {committed_at - launched:.1f} s after launch: {text}"
 
 
-def note(key: str, text: str) -> None:
-    _notes.setdefault(key, text)
-
-
-@contextlib.contextmanager
-def span(part: str):
-    """Add the time spent inside to `part` (until the summary is printed)."""
-    started = time.time()
-    try:
-        yield
-    finally:
-        if not _printed:
-            _spans[part] = _spans.get(part, 0.0) + time.time() - started
-
-
-def summary(committed_at: float) -> str | None:
-    """The line (see the module doc) for a first commit at `committed_at`, once per
-    process: None after the first, or when the process's launch is unknown."""
-    global _printed
-    launched = process_started_at()
-    if _printed or launched is None or not {"spark start", "spark ready", "query start",
-                                            "first batch"} <= _marks.keys():
-        return None
-    _printed = True
-    m = _marks
-    jars = f" (jars: {_notes['jars']})" if "jars" in _notes else ""
-    tables = f" (table creation {_spans['table creation']:.1f} s)" if _spans.get("table creation") else ""
-    parts = [("before Spark", m["spark start"] - launched, ""),
-             ("Spark start", m["spark ready"] - m["spark start"], jars),
-             ("connector set-up", m["query start"] - m["spark ready"], ""),
-             ("source planning", m["first batch"] - m["query start"], ""),
-             ("first batch", committed_at - m["first batch"], tables)]
-    text = ", ".join(f"{name} {seconds:.1f} s{detail}" for name, seconds, detail in parts)
-    return f"first commit {committed_at - launched:.1f} s after launch: {text}"
+# This process's clock: its launch and its Spark are the process's (spark.py and
+# tables.py mark it); a connector marks it unless handed a clock of its own.
+PROCESS = StartupClock()
+mark, note, span, summary = PROCESS.mark, PROCESS.note, PROCESS.span, PROCESS.summary

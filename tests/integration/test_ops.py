@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from floeline.dev import kafka as devkafka
 from floeline.ingest import Connector
+from floeline.ops.http import OpsServer
 from floeline.sources.kafka import produce
 
 pytestmark = pytest.mark.integration
@@ -63,7 +64,7 @@ def test_metrics_probes_and_status(kafka, topic_name, make_config, spark, tmp_pa
     table = f"FLOELINE.PUBLIC.{topic.upper()}"
     p0, p1 = f"{topic}/0", f"{topic}/1"
 
-    connector = Connector(config, spark, out=io.StringIO())
+    connector = Connector(config, spark, out=io.StringIO(), endpoints=OpsServer)
     thread = threading.Thread(target=connector.run, daemon=True)
     thread.start()
     try:

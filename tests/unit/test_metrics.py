@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from floeline.config import config_from_dict
 from floeline.ingest.progress import BatchReport
 from floeline.ops.http import OpsServer
-from floeline.ops.metrics import ConnectorMetrics
+from floeline.ingest.metrics import ConnectorMetrics
 from floeline.sources.base import Committed, Head, Lag
 
 

@@ -9,14 +9,14 @@ Per micro-batch (foreachBatch):
     (table_sink.py) and the bad-record router (bad_records.py);
   - after the commits: the source mirrors the positions (Kafka consumer group, Kinesis
     lease table) and one progress line is printed (progress.py).
-Each batch also feeds the connector's Prometheus metrics (ops/metrics.py), served with
-the /healthz and /ready probes when floeline.metrics.port is set (ops/http.py).
+Each batch also feeds the connector's Prometheus metrics (metrics.py); the process's
+entry point serves them with the /healthz and /ready probes when floeline.metrics.port
+is set (it hands in `endpoints`: ops/http.py's OpsServer).
 Nothing here knows which source it reads."""
 
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
 import time
@@ -25,13 +25,14 @@ from floeline import retry, startup
 from floeline.config import ConnectorConfig, locations
 from floeline.errors import FloelineError, QueryError, ServiceUnavailable, storage_full
 from floeline.ingest.general import run_general_batch
+from floeline.ingest.metrics import ConnectorMetrics
 from floeline.ingest.onepass import batch_range, run_one_pass_batch
 from floeline.ingest.pipeline import Pipeline
 from floeline.ingest.progress import BatchReport
-from floeline.ingest.table_sink import first_lines
-from floeline.ops.http import OpsServer
+from floeline.ingest.results import BatchResult
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
+from floeline.warehouse.commits import first_lines
 
 log = logging.getLogger("floeline")
 
@@ -45,17 +46,27 @@ _HEADS_MAX_AGE_S = 1.0
 class Connector:
     """One connector: its config, its source, its tables, its streaming query."""
 
-    def __init__(self, config: ConnectorConfig, spark, out=None, source=None):
+    def __init__(self, config: ConnectorConfig, spark, out=None, source=None, metrics=None,
+                 clock: startup.StartupClock | None = None, endpoints=None):
         self.config = config
         self.spark = spark
         self.out = out or sys.stdout
         self.source = source if source is not None else source_for(config)
-        self.pipeline = Pipeline(config, spark, self.source)
+        # The connector's own counters (the entry point may hand them in) and the
+        # process's start-up clock (the first-commit line).
+        self.metrics = metrics if metrics is not None else ConnectorMetrics(
+            config.name, config.database, config.schema)
+        self.clock = clock if clock is not None else startup.PROCESS
+        self.pipeline = Pipeline(config, spark, self.source, self.metrics)
+        self.routes: list[str] = []  # the source's routes when the query started
         self.reports: list[BatchReport] = []
         self.failure: BaseException | None = None
         self._stop = threading.Event()
-        self.metrics = self.pipeline.metrics
-        self.ops_server: OpsServer | None = None  # /metrics, /healthz, /ready while running
+        # How the entry point serves /metrics, /healthz and /ready on floeline.metrics.port:
+        # a callable (host, port, health, ready, before_scrape=) -> a server to .start(),
+        # with .port and .close() (ops/http.py's OpsServer). The batch core serves nothing.
+        self.endpoints = endpoints
+        self.ops_server = None  # the started endpoints while running
         self._state = "starting"  # starting | active | ended: <why>
 
     @property
@@ -74,16 +85,16 @@ class Connector:
         """The source's streaming DataFrame, each channel starting right after the
         position its table holds."""
         channels = self.source.channels()
-        self.pipeline.routes = sorted({c.route for c in channels})
+        self.routes = sorted({c.route for c in channels})
         committed = self.pipeline.committed(channels)
         self.metrics.started(committed)
         self.pipeline.sink.start()  # e.g. SNOWPIPE: staged files a crash left behind
         return self.source.open(self.spark, committed, self._has_checkpoint())
 
     def run(self, until_caught_up: bool = False) -> None:
-        """Run the connector: until the source is caught up, or until stopped by
-        SIGINT/SIGTERM (or `stop()`). A query that fails with a transient error is
-        started again (see `_run_with_restarts`); a terminal error is raised: the
+        """Run the connector: until the source is caught up, or until `stop()` (which
+        the command line's SIGINT/SIGTERM handlers call). A query that fails with a
+        transient error is started again (see `_run_with_restarts`); a terminal error is raised: the
         batch's own (a RecordError, TableError, ...), RetriesExhausted, or QueryError."""
         self._start_ops_server()
         try:
@@ -105,9 +116,14 @@ class Connector:
         settings = self.config.metrics
         if settings.port is None or self.ops_server is not None:
             return
+        if self.endpoints is None:
+            raise FloelineError(
+                f"floeline.metrics.port={settings.port} is set, but connector {self.config.name} "
+                f"was started without endpoints to serve it: run it with `floeline run`, or pass "
+                f"Connector(..., endpoints=floeline.ops.http.OpsServer)")
         try:
-            self.ops_server = OpsServer(settings.host, settings.port, self.health, self.readiness,
-                                        before_scrape=self.refresh_heads).start()
+            self.ops_server = self.endpoints(settings.host, settings.port, self.health, self.readiness,
+                                             before_scrape=self.refresh_heads).start()
         except OSError as exc:
             raise FloelineError(f"cannot serve metrics on {settings.host}:{settings.port} "
                                 f"(floeline.metrics.port): {exc.strerror or exc}") from exc
@@ -190,11 +206,10 @@ class Connector:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{self.config.flush_time_s} seconds")
-        startup.mark("query start")
+        self.clock.mark("query start")
         query = writer.start()
         self._state = "active"
         self.metrics.query_active(True)
-        restore = install_stop_signals(self._stop)
         try:
             self._await(query)
             error = query.exception()
@@ -213,8 +228,6 @@ class Connector:
                     f"connector {self.config.name} stopped: Spark's JVM ended under it "
                     f"({first_lines(str(exc), 1)}); every batch it committed is in the "
                     f"tables, so running it again continues from there") from None
-        finally:
-            restore()
         if self.failure is not None:
             if self._stop.is_set() and spark_gone(self.failure):
                 return  # a batch cut short by the stop: nothing of it was committed
@@ -253,7 +266,7 @@ class Connector:
 
     def process_batch(self, batch, batch_id: int) -> BatchReport:
         started = time.time()
-        startup.mark("first batch", started)
+        self.clock.mark("first batch", started)
         df = self.source.normalize(batch)
         bounds = batch_range(self.pipeline, batch_id)
         finished: set[str] = set()
@@ -264,14 +277,13 @@ class Connector:
             finished = set(end.finished - start.finished)
             result = run_one_pass_batch(self.pipeline, df, batch_id, started, start, end)
         if result is None:
-            result = run_general_batch(self.pipeline, df, batch_id, started, finished)
-        report, positions, mids, ts_min = result
-        return self._finish(report, started, positions, finished, mids, ts_min)
+            result = run_general_batch(self.pipeline, df, batch_id, started, finished, self.routes)
+        return self._finish(result, started, finished)
 
-    def _finish(self, report: BatchReport, started: float, positions: dict[str, str],
-                finished: set[str], mids: list[tuple[int, int]], ts_min: int | None) -> BatchReport:
+    def _finish(self, result: BatchResult, started: float, finished: set[str]) -> BatchReport:
         """Mirror the positions to the source, measure lag and latency, print the
-        progress line. `mids` holds (median timestamp, records) per channel or batch."""
+        progress line."""
+        report, positions, ts_min = result.report, result.positions, result.ts_min
         if (positions and report.records_read) or finished:
             try:
                 self.source.after_commit(positions, finished)
@@ -282,7 +294,7 @@ class Connector:
             committed_ms = int(time.time() * 1000)
             # p50 over the batch: the record-weighted median of the channels' medians.
             half, running = report.records_read / 2, 0
-            for mid, records in sorted((m, r) for m, r in mids if m is not None):
+            for mid, records in sorted((m, r) for m, r in result.latency_samples if m is not None):
                 running += records
                 if running >= half:
                     report.latency_p50_ms = committed_ms - mid
@@ -295,7 +307,7 @@ class Connector:
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         if report.records_read:
-            first = startup.summary(time.time())
+            first = self.clock.summary(time.time())
             if first is not None:
                 print(first, file=self.out, flush=True)
         return report
@@ -361,16 +373,3 @@ def spark_gone(exc: BaseException) -> bool:
     return any(m in text for m in ("stopped SparkContext", "SparkContext was shut down",
                                    "SparkContext has been shutdown"))
 
-
-def install_stop_signals(stop: threading.Event):
-    """SIGINT/SIGTERM ask the connector (or the pipe service) to stop after the current batch."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        signal.signal(sig, lambda *_: stop.set())
-
-    def restore():
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return restore

@@ -1,5 +1,6 @@
 """Dead-letter queues: where bad records go instead of their table when
-errors.tolerance=all. One interface, one implementation per queue:
+errors.tolerance=all. One interface, one implementation per queue; the config picks
+one (pipeline.py's dead_letter_queue_for):
 
 - KafkaTopicQueue (errors.deadletterqueue.topic.name): the record as it came, with
   Kafka Connect's error headers (`__connect.errors.*`), so tools built for Kafka
@@ -7,7 +8,8 @@ errors.tolerance=all. One interface, one implementation per queue:
 - KinesisStreamQueue (errors.deadletterqueue.stream.name): a JSON document per record
   holding the data (base64) and the error context as fields, keyed by the record's
   partition key.
-Without a queue, bad records go to the error table `<TABLE>_ERRORS` (bad_records.py).
+- ErrorTable (error_table.py), without either: the table `<TABLE>_ERRORS` beside the
+  table, its commits carrying the table's positions after the batch.
 
 A queue is written and flushed before the batch's table commit: a record is in the
 table or in the queue, never neither. (A crash between the two can send a record to
@@ -24,6 +26,7 @@ from typing import Protocol
 from floeline import retry
 from floeline.errors import ServiceError, ServiceUnavailable
 from floeline.retry import RetryPolicy
+from floeline.sources.base import Committed
 from floeline.sources.kafka import is_transient_kafka
 from floeline.sources.kafka_clients import AuthFailures, client_config
 
@@ -44,19 +47,57 @@ class BadRecord:
 
 
 class DeadLetterQueue(Protocol):
+    destination: str  # the metrics label: "dlq" (a topic or stream) or "error_table"
+
+    def put(self, bad, ref, committed_after: Committed) -> int:
+        """Deliver the bad records of one table (`bad`: a frame of their coordinates,
+        raw key and value, `_stage_text`, `_error_text`, `_class`) before the table's
+        commit, or raise (nothing of the batch is committed then). `committed_after`:
+        the table's positions once the batch commits. Returns how many it added."""
+
+    def put_stopping(self, record: BadRecord) -> int:
+        """errors.tolerance=none: the record that stops the connector; how many were
+        kept (0 or 1)."""
+
+
+def ordered(frame):
+    """Rows in channel and position order (positions compare as numbers)."""
+    from pyspark.sql import functions as F
+
+    return frame.orderBy("channel", F.length("position"), "position")
+
+
+def source_fields(row) -> dict:
+    """The source's own coordinates of a bad-record row."""
+    source = row["source"]
+    return source.asDict() if source is not None else {}
+
+
+def bad_record(row) -> BadRecord:
+    """A bad-record row (see DeadLetterQueue.put) as a BadRecord."""
+    stamp = int(row["timestamp"].timestamp() * 1000) if row["timestamp"] else None
+    return BadRecord(row["channel"], row["position"], source_fields(row), stamp,
+                     row["_raw_key"], row["_raw_value"],
+                     [(h["key"], h["value"]) for h in (row["headers"] or [])],
+                     row["_stage_text"], row["_error_text"], row["_class"] or "DataException")
+
+
+class RecordQueue:
+    """A queue of records outside the warehouse (a topic, a stream): the bad records
+    are collected in order and sent."""
+    destination = "dlq"
+
     def send(self, records: list[BadRecord]) -> None:
-        """Deliver every record, or raise (nothing of the batch is committed then)."""
+        raise NotImplementedError
 
+    def put(self, bad, ref, committed_after: Committed) -> int:
+        records = ordered(bad).collect()
+        self.send([bad_record(r) for r in records])
+        return len(records)
 
-def dead_letter_queue_for(config) -> DeadLetterQueue | None:
-    """The connector's dead-letter queue, or None (bad records go to <TABLE>_ERRORS)."""
-    if config.dlq_topic:
-        return KafkaTopicQueue(config.bootstrap_servers, config.dlq_topic, config.name,
-                               config.dlq_context_headers, config.retry, config.kafka_security)
-    if config.kinesis is not None and config.kinesis.dlq_stream:
-        return KinesisStreamQueue(config.kinesis.aws, config.kinesis.dlq_stream, config.name,
-                                  config.retry)
-    return None
+    def put_stopping(self, record: BadRecord) -> int:
+        self.send([record])
+        return 1
 
 
 # ---- Kafka topic ---------------------------------------------------------------------
@@ -85,7 +126,7 @@ def _connect_stage(stage: str) -> str:
             "transform": "TRANSFORMATION"}.get(stage, "TASK_PUT")
 
 
-class KafkaTopicQueue:
+class KafkaTopicQueue(RecordQueue):
     # How long one flush waits before the retry rule counts a (transient) timeout.
     FLUSH_WAIT_S = 5.0
 
@@ -170,7 +211,7 @@ def kinesis_dead_letter(record: BadRecord, connector: str) -> dict:
     }
 
 
-class KinesisStreamQueue:
+class KinesisStreamQueue(RecordQueue):
     # PutRecords takes at most 500 records and 5 MB per call.
     _BATCH = 500
 

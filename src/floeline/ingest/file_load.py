@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import time
 
-from floeline.errors import SqlError, storage_full
+from floeline.errors import SqlError, TableError
 from floeline.records import shaping
 from floeline.records.content import quote_column
 from floeline.records.file_formats import FileFormat
+from floeline.sources.base import Committed
 from floeline.sources.stage import RECORDS_SCHEMA, read_on_driver, read_with_spark
 from floeline.warehouse import load_history, stage_store, stages
 from floeline.warehouse.catalog import TableRef
+from floeline.warehouse.commits import commit
 from floeline.warehouse.load_history import LOAD_FAILED, LOADED, PARTIALLY_LOADED, SKIPPED, FileLoad
 from floeline.warehouse.pipes import Pipe
 from floeline.records.columns import TableSchema
@@ -45,20 +47,23 @@ _RECORD_COLUMNS = ("file", "size", "modified_ms", "md5", "row", "line", "error",
 
 def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, files, fmt: FileFormat,
                pipe: Pipe | None, on_error: str, history: load_history.Loaded | None,
-               pipe_name: str | None = None, commit_extra: dict | None = None,
-               on_commit=None) -> list[FileLoad]:
+               pipe_name: str | None = None, positions: tuple[str, Committed] | None = None,
+               on_commit=None, check_owned=None, what: str | None = None) -> list[FileLoad]:
     """Load `files` into the table in one commit; the FileLoad of each file processed
     (files whose content the table already holds are left out unless `history` is None).
-    `pipe` None: the default pipe's key matching (MATCH_BY_COLUMN_NAME). `commit_extra`:
-    more keys for the commit's userMetadata (the SNOWPIPE method's channel positions),
-    committed atomically with the rows and the load history. `on_commit(loads)`: called
-    after the commit with every entry it recorded (a HistoryCache's `loaded`)."""
+    `pipe` None: the default pipe's key matching (MATCH_BY_COLUMN_NAME). `positions`:
+    (connector, the table's positions after the load) for the commit's userMetadata
+    (the SNOWPIPE method's channel positions), committed atomically with the rows and
+    the load history. `on_commit(loads)`: called after the commit with every entry it
+    recorded (a HistoryCache's `loaded`). `check_owned`: run right before the commit.
+    `what`: how a failed commit names the load (warehouse/commits.py)."""
     import pyarrow.compute as pc
     from pyspark import StorageLevel
 
     if not files:
         return []
-    load = _Load(spark, ref, schema, stage, pipe, on_error, history, pipe_name, commit_extra, on_commit)
+    load = _Load(spark, ref, schema, stage, pipe, on_error, history, pipe_name, on_commit,
+                 positions or (None, None), check_owned, what or f"loading files into table {ref.full_name}")
     # Spark's file sources skip empty files: they are loaded here, with no rows.
     empty = [{"file": f.name, "size": 0, "md5": EMPTY_MD5, "modified_ms": f.modified_ms, "parsed": 0,
               "errors": 0, "first": None} for f in files if f.size == 0]
@@ -88,9 +93,11 @@ def load_files(spark, ref: TableRef, schema: TableSchema, stage: stages.Stage, f
 class _Load:
     """One load's table, shaping and ON_ERROR, for both ways of loading."""
 
-    def __init__(self, spark, ref, schema, stage, pipe, on_error, history, pipe_name, commit_extra, on_commit):
+    def __init__(self, spark, ref, schema, stage, pipe, on_error, history, pipe_name, on_commit,
+                 positions, check_owned, what: str):
         self.spark, self.ref, self.schema, self.stage, self.pipe = spark, ref, schema, stage, pipe
-        self.on_error, self.history, self.pipe_name, self.commit_extra = on_error, history, pipe_name, commit_extra
+        self.on_error, self.history, self.pipe_name = on_error, history, pipe_name
+        self.positions, self.check_owned, self.what = positions, check_owned, what
         self.on_commit = on_commit
         self.scan_time = int(time.time() * 1000)
 
@@ -146,15 +153,12 @@ class _Load:
             out = out.where("error IS NULL")
         out = out.selectExpr(*[f"{c} AS {quote_column(column.name)}" for c, column in
                                zip(self._columns(), self.schema.columns) if c in shaped.columns])
+        connector, after = self.positions
         try:
-            (out.write.format("delta").mode("append")
-             .option("userMetadata", load_history.commit_metadata(loads, self.commit_extra)).save(self.ref.path))
-        except Exception as exc:
-            if stop_on_row_error and _ROW_ERROR_MARK in str(exc):
+            commit(out, self.ref, connector, after, self.check_owned, loads=loads, what=self.what)
+        except TableError as exc:
+            if stop_on_row_error and _ROW_ERROR_MARK in str(exc.__cause__ or exc):
                 return False
-            full = storage_full(exc, f"loading files into table {self.ref.full_name}", self.ref.path)
-            if full is not None:
-                raise full from exc
             raise
         if self.on_commit is not None:
             self.on_commit(loads)

@@ -2,13 +2,17 @@
 batch can take it (new keys, bad records, tombstones, replays, several tables,
 user-defined pipes, converters and transforms).
 
-  1. decode: converters and transforms in Python when the config needs them; parse
-     values to VARIANT; RECORD_METADATA from the source's fields; classify bad records;
-  2. one statistics pass per (channel, route): positions, counts, keys, latency;
-  3. errors.tolerance=none: the batch's first bad record stops the connector before
-     any table commits (with several tables, every table's rows are checked first);
-  4. per table: the table sink (table_sink.py) appends the rows with the channels'
-     new positions in one Delta commit."""
+  1. decode (`records`): converters and transforms in Python when the config needs
+     them; parse values to VARIANT; RECORD_METADATA from the source's fields; classify
+     bad records;
+  2. one statistics pass per (channel, route) (`channel_groups`): positions, counts,
+     keys, latency;
+  3. route (`table_batches`): each table's share of the batch (a TableBatch);
+  4. errors.tolerance=none (`check_before_commits`): the batch's first bad record stops
+     the connector before any table commits (with several tables, every table's rows
+     are checked first by its sink);
+  5. per table: the sink (sink.py: table_sink.py or snowpipe_sink.py) commits the rows
+     with the channels' new positions in one Delta commit."""
 
 from __future__ import annotations
 
@@ -19,12 +23,13 @@ from pyspark.sql import functions as F
 
 from floeline.errors import batch_failure
 from floeline.ingest.progress import BatchReport
+from floeline.ingest.results import BatchResult, ChannelStats
+from floeline.ingest.sink import TableBatch
 from floeline.records.content import (
     BLANK_VALUE_SQL, PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
 from floeline.records.decode import decode_frame, with_converted_headers
 from floeline.records.header_rules import HEADER_STAGE
-from floeline.sources.base import (
-    earlier_position, later_position, max_position_sql, min_position_sql)
+from floeline.sources.base import later_position, max_position_sql, min_position_sql
 
 
 class Phases:
@@ -39,87 +44,121 @@ class Phases:
         self.last = now
 
 
-def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set[str]):
-    """Process the batch on the general path. Returns the report, the channels' last
-    positions and the per-channel (median timestamp, records) for latency."""
-    cfg = pipeline.config
+def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set[str],
+                      routes: list[str]) -> BatchResult:
+    """Process the batch on the general path; its BatchResult. `routes`: the source's
+    routes when the query started."""
     report = BatchReport(batch_id)
     # Cached for the batch: only what routing, the pipe, the commit and the DLQ read.
-    rows = records(pipeline, fewer_partitions(pipeline, df), started).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = records(pipeline, fewer_partitions(pipeline, df, routes), started, routes).persist(
+        StorageLevel.MEMORY_AND_DISK)
     try:
         phase = Phases(report)
-        groups = rows.groupBy("channel", "_route").agg(
-            F.expr(min_position_sql("position")).alias("first"),
-            F.expr(max_position_sql("position")).alias("last"),
-            F.count(F.lit(1)).alias("records"), F.count("_error").alias("bad"),
-            F.count("_batch_failure").alias("failures"),
-            F.count(F.when(F.col("_tombstone"), 1)).alias("tombstones"),
-            F.count(F.when(F.col("_skip"), 1)).alias("filtered"),
-            F.min(F.unix_millis("timestamp")).alias("ts_min"),
-            F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"),
-            F.expr("schema_of_variant_agg(CASE WHEN _error IS NULL THEN v END)").alias("keys"),
-            F.expr("collect_set(CASE WHEN _error IS NULL THEN _schema_id END)").alias("schema_ids"),
-        ).collect()
+        groups = channel_groups(rows)
         phase("read+stats")
-        if any(g["failures"] for g in groups):
-            # Not a record's fault (the schema registry is down): the batch fails whole,
-            # before any table or dead-letter queue sees a row of it.
-            first = rows.where("_batch_failure IS NOT NULL").select(
-                "_batch_failure", "_error").limit(1).collect()[0]
-            raise batch_failure(first["_batch_failure"], first["_error"])
         report.records_read = sum(g["records"] for g in groups)
-        by_table: dict[str, tuple[set[str], dict]] = {}
-        for g in groups:
-            state = pipeline.tables.state(pipeline.table_ref(g["_route"]))
-            routes, channels = by_table.setdefault(state.ref.full_name, (set(), {}))
-            routes.add(g["_route"])
-            _merge_channel(channels, g["channel"], g)
-        if len(by_table) > 1:
-            merge_keys_per_table(rows, by_table)
-        # Channels finished in this batch are recorded by the tables of their routes.
-        finished_by_table = _finished_by_table(pipeline, finished)
-        for name in finished_by_table:
-            by_table.setdefault(name, (set(), {}))
-        if cfg.errors_tolerance == "none" and any(g["bad"] for g in groups):
-            # The batch's first bad record stops the connector before any table commits.
-            pipeline.bad.divert(rows, "_error", "_stage", None, report, None)
-        writes = [(pipeline.tables.states[name], rows.where(
-            f"_route IN ({', '.join(sql_string(r) for r in sorted(routes))})" if routes else "false"),
-            channels) for name, (routes, channels) in by_table.items()]
-        if cfg.errors_tolerance == "none" and len(writes) > 1:
-            # A row error in any table must stop the batch before the first commit.
-            for state, table_rows, channels in writes:
-                pipeline.sink.write(state, table_rows, channels, set(), BatchReport(batch_id),
-                                    Phases(BatchReport(batch_id)), check_only=True)
-        for state, table_rows, channels in writes:
-            if not channels and not _has_table(pipeline, state):
+        batches = table_batches(pipeline, rows, groups, finished, routes, report, phase)
+        if pipeline.config.errors_tolerance == "none":
+            check_before_commits(pipeline, rows, groups, batches, batch_id)
+        for batch in batches:
+            if not batch.channels and not _has_table(pipeline, batch.state):
                 continue  # a finished channel whose table does not exist yet: nothing to hold
-            pipeline.sink.write(state, table_rows, channels,
-                                finished_by_table.get(state.ref.full_name, set()), report, phase)
-        positions: dict[str, str] = {}
-        for g in groups:
-            positions[g["channel"]] = later_position(positions.get(g["channel"]), g["last"])
-        mids = [(g["ts_mid"], g["records"]) for g in groups]
-        ts_min = min((g["ts_min"] for g in groups if g["ts_min"] is not None), default=None)
-        return report, positions, mids, ts_min
+            pipeline.sink.write(batch)
+        return _result(report, groups)
     finally:
         rows.unpersist()
 
 
-def fewer_partitions(pipeline, df):
+def channel_groups(rows) -> list:
+    """The statistics pass: one row per (channel, route) with its positions, counts,
+    timestamps and merged keys. Raises the batch's failure when a record could not be
+    decoded for a reason that is not the record's (the schema registry is down)."""
+    groups = rows.groupBy("channel", "_route").agg(
+        F.expr(min_position_sql("position")).alias("first"),
+        F.expr(max_position_sql("position")).alias("last"),
+        F.count(F.lit(1)).alias("records"), F.count("_error").alias("bad"),
+        F.count("_batch_failure").alias("failures"),
+        F.count(F.when(F.col("_tombstone"), 1)).alias("tombstones"),
+        F.count(F.when(F.col("_skip"), 1)).alias("filtered"),
+        F.min(F.unix_millis("timestamp")).alias("ts_min"),
+        F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"),
+        F.expr("schema_of_variant_agg(CASE WHEN _error IS NULL THEN v END)").alias("keys"),
+        F.expr("collect_set(CASE WHEN _error IS NULL THEN _schema_id END)").alias("schema_ids"),
+    ).collect()
+    if any(g["failures"] for g in groups):
+        # Not a record's fault: the batch fails whole, before any table or dead-letter
+        # queue sees a row of it.
+        first = rows.where("_batch_failure IS NOT NULL").select(
+            "_batch_failure", "_error").limit(1).collect()[0]
+        raise batch_failure(first["_batch_failure"], first["_error"])
+    return groups
+
+
+def table_batches(pipeline, rows, groups, finished: set[str], routes: list[str],
+                  report: BatchReport, phase) -> list[TableBatch]:
+    """Route the batch: each table's rows, channel statistics and finished channels
+    (channels finished in this batch are recorded by the tables of their routes)."""
+    by_table: dict[str, tuple[set[str], dict[str, ChannelStats]]] = {}
+    for g in groups:
+        state = pipeline.tables.state(pipeline.table_ref(g["_route"]))
+        table_routes, channels = by_table.setdefault(state.ref.full_name, (set(), {}))
+        table_routes.add(g["_route"])
+        _merge_channel(channels, g["channel"], ChannelStats.from_group(g))
+    if len(by_table) > 1:
+        merge_keys_per_table(rows, by_table)
+    finished_by_table = _finished_by_table(pipeline, finished)
+    for name in finished_by_table:
+        by_table.setdefault(name, (set(), {}))
+    batches = []
+    for name, (table_routes, channels) in by_table.items():
+        state = pipeline.tables.states[name]
+        where = (f"_route IN ({', '.join(sql_string(r) for r in sorted(table_routes))})"
+                 if table_routes else "false")
+        batches.append(TableBatch(state, rows.where(where), channels, finished_by_table.get(name, set()),
+                                  report, phase, _query_routes_of(pipeline, name, routes)))
+    return batches
+
+
+def check_before_commits(pipeline, rows, groups, batches: list[TableBatch], batch_id: int) -> None:
+    """errors.tolerance=none: the batch's first bad record stops the connector before
+    any table commits; with several tables, every table's rows are checked first."""
+    if any(g["bad"] for g in groups):
+        pipeline.bad.divert(rows, "_error", "_stage", None, BatchReport(batch_id), None)
+    if len(batches) > 1:
+        for batch in batches:
+            pipeline.sink.check(TableBatch(batch.state, batch.rows, batch.channels, set(),
+                                           BatchReport(batch_id), Phases(BatchReport(batch_id)),
+                                           batch.routes))
+
+
+def _result(report: BatchReport, groups) -> BatchResult:
+    positions: dict[str, str] = {}
+    for g in groups:
+        positions[g["channel"]] = later_position(positions.get(g["channel"]), g["last"])
+    samples = [(g["ts_mid"], g["records"]) for g in groups]
+    ts_min = min((g["ts_min"] for g in groups if g["ts_min"] is not None), default=None)
+    return BatchResult(report, positions, samples, ts_min)
+
+
+def _query_routes_of(pipeline, table: str, routes: list[str]) -> set[str]:
+    """The query's routes whose records go to `table` (after transforms)."""
+    return {r for r in routes if pipeline.table_of_route(r).full_name == table}
+
+
+def fewer_partitions(pipeline, df, routes: list[str]):
     """The batch in at most spark.default.parallelism partitions when the connector
     writes several tables. Each table's write scans every partition of the cached
     batch, so 100 topics x 4 partitions made 400 tasks per table and 40,000 per batch
     (bench/bench_scale.py: 0.18x the single-table rows/s with 10 tables); a source
     partition holds one route, so merging them costs a table nothing but a filter.
     With one table the read keeps one task per source partition."""
-    tables = {pipeline.table_ref(pipeline.routed(r)).full_name for r in pipeline.routes}
+    tables = {pipeline.table_of_route(r).full_name for r in routes}
     if len(tables) <= 1:
         return df
     return df.coalesce(max(1, df.sparkSession.sparkContext.defaultParallelism))
 
 
-def records(pipeline, df, started: float):
+def records(pipeline, df, started: float, routes: list[str]):
     """The batch's records, decoded: channel, position, the route after transforms
     (`_route`), the value as VARIANT (`v`) and its schema registry id (`_schema_id`),
     why a record cannot be ingested (`_error`, `_stage`), RECORD_METADATA (`_meta`), and
@@ -134,12 +173,12 @@ def records(pipeline, df, started: float):
             "CAST(_value_json AS BINARY) AS value", "_schema_id",
             "_route_topic AS _route", "_skip", "_decode_error", "_decode_stage", "_error_class",
             "_batch_failure")
-        routes = {r: pipeline.routed(r) for r in pipeline.routes}
-        if any(r != routed for r, routed in routes.items()):
+        routed_routes = {r: pipeline.routed(r) for r in routes}
+        if any(r != routed for r, routed in routed_routes.items()):
             # A record a Filter dropped or a transform failed on has no routed route of
             # its own: it belongs with its route's other records (positions, error table).
             lookup = "map(" + ", ".join(f"{sql_string(r)}, {sql_string(t)}"
-                                        for r, t in sorted(routes.items())) + ")"
+                                        for r, t in sorted(routed_routes.items())) + ")"
             df = df.withColumn("_route", F.expr(
                 f"CASE WHEN _skip OR _decode_error IS NOT NULL THEN "
                 f"coalesce(element_at({lookup}, route), route) ELSE _route END"))
@@ -172,10 +211,10 @@ def records(pipeline, df, started: float):
 def merge_keys_per_table(rows, by_table: dict) -> None:
     """Give each one-route table whose channels saw different key types (integers of
     other precisions, say) its route's merged keys, from one job for all such tables.
-    Else each table's sink merges them with a job of its own (TableSink.record_fields),
+    Else each table's sink merges them with a job of its own (table_preparer.record_fields),
     twice with errors.tolerance=none: 100 tables made 200 jobs a batch."""
     mixed = {name: next(iter(routes)) for name, (routes, channels) in by_table.items()
-             if len(routes) == 1 and len(set().union(*(c["keys"] for c in channels.values())) - {None}) > 1}
+             if len(routes) == 1 and len(set().union(*(c.keys for c in channels.values())) - {None}) > 1}
     if not mixed:
         return
     wanted = ", ".join(sql_string(r) for r in sorted(set(mixed.values())))
@@ -184,14 +223,14 @@ def merge_keys_per_table(rows, by_table: dict) -> None:
         F.expr("schema_of_variant_agg(v)").alias("keys")).collect()}
     for name, route in mixed.items():
         for channel in by_table[name][1].values():
-            channel["keys"] = {merged.get(route)}
+            channel.keys = {merged.get(route)}
 
 
 def _finished_by_table(pipeline, finished: set[str]) -> dict[str, set[str]]:
     by_table: dict[str, set[str]] = {}
     for channel in finished:
         route = pipeline.source.route_of(channel)
-        state = pipeline.tables.state(pipeline.table_ref(pipeline.routed(route)))
+        state = pipeline.tables.state(pipeline.table_of_route(route))
         by_table.setdefault(state.ref.full_name, set()).add(channel)
     return by_table
 
@@ -200,20 +239,10 @@ def _has_table(pipeline, state) -> bool:
     return pipeline.tables.schema(state) is not None
 
 
-def _merge_channel(channels: dict, channel: str, group) -> None:
+def _merge_channel(channels: dict[str, ChannelStats], channel: str, stats: ChannelStats) -> None:
     """Add one (channel, route) group's statistics to the channel's."""
     old = channels.get(channel)
-    new = {k: group[k] for k in ("first", "last", "records", "bad", "tombstones", "filtered",
-                                 "ts_min", "ts_mid")}
-    new["keys"] = {group["keys"]}
-    new["schema_ids"] = set(group["schema_ids"] or ())
     if old is None:
-        channels[channel] = new
-        return
-    for k in ("records", "bad", "tombstones", "filtered"):
-        old[k] += new[k]
-    old["first"] = earlier_position(old["first"], new["first"])
-    old["last"] = later_position(old["last"], new["last"])
-    old["ts_min"] = min(old["ts_min"], new["ts_min"])
-    old["keys"] |= new["keys"]
-    old["schema_ids"] |= new["schema_ids"]
+        channels[channel] = stats
+    else:
+        old.add(stats)

@@ -32,16 +32,17 @@ from pyspark.sql import functions as F
 
 from floeline import jvm
 from floeline.config import locations
+from floeline.errors import TableError
 from floeline.ingest.progress import BatchReport
-from floeline.ingest.table_sink import first_lines
+from floeline.ingest.results import BatchResult
 from floeline.jvm import known_keys_function
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import shaping
 from floeline.records.content import PARSE_VALUE_SQL, quote_column, sql_string
 from floeline.sources.base import BatchEnd, position_after
 from floeline.warehouse import storage
+from floeline.warehouse.commits import commit, first_lines
 from floeline.warehouse.pipes import pipe_for_table
-from floeline.warehouse.positions import commit_metadata
 from floeline.records.columns import METADATA_COLUMN, TableSchema, stores_json
 
 log = logging.getLogger("floeline")
@@ -54,7 +55,7 @@ ONE_PASS_SAMPLE = 1000
 # (checked: integers and numeric strings to DECIMAL, numbers to DOUBLE, any value to
 # STRING as JSON text; anything else, such as a boolean for a number or 1 for a
 # BOOLEAN, is a corrupt record); for other types, and for declared types such as
-# VARCHAR(10) or TIME (records/conversion.py), a batch takes the general path.
+# VARCHAR(10) or TIME (records/values_to_columns.py), a batch takes the general path.
 _FAST_TYPES = ("decimal", "double", "string", "variant", "bigint", "int", "boolean")
 CORRUPT_FIELD = "_floeline_unparsed"
 FAILURE_MARK = "floeline: record needs the general path"
@@ -168,7 +169,7 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
                        end: BatchEnd):
     """Write the batch in one pass when its table and records allow it; None when the
     batch must take the general path, which is also what happens when a record turns
-    out to need it (nothing was committed). Returns what run_general_batch does."""
+    out to need it (nothing was committed). Returns the BatchResult."""
     cfg = pipeline.config
     if not cfg.schematization or pipeline.decode:
         return None
@@ -185,9 +186,8 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     ref = state.ref
     if pipe_for_table(pipeline.warehouse, ref.database, ref.schema, ref.name):
         return None  # a user-defined pipe computes the columns (general path)
-    if not state.known_keys and not state.one_pass_tried:
-        state.one_pass_tried = True  # sample once per table, not after every failure
-        if not _learn_from_sample(pipeline, state, df):
+    if not state.known_keys and state.first_one_pass_sample():  # once per table
+        if not _learn_from_sample(pipeline.preparer, cfg.column_normalization, state, df):
             return None
     elif not state.one_pass_ready:
         return None
@@ -214,22 +214,21 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
               F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"))
     positions = {ch: last for ch, (_before, last) in channels.items()}
     after = state.after(positions, finished)
-    pipeline.before_commit()
     try:
-        (frame.selectExpr(*plan.columns).write.format("delta").mode("append")
-         .option("userMetadata", commit_metadata(cfg.name, after)).save(ref.path))
-    except Exception as exc:
-        log.info("batch %s takes the general path: %s", batch_id, first_lines(str(exc), 2))
-        state.one_pass_ready, state.schema = False, None
+        commit(frame.selectExpr(*plan.columns), ref, cfg.name, after, pipeline.before_commit)
+    except TableError as exc:
+        log.info("batch %s takes the general path: %s", batch_id,
+                 first_lines(str(exc.__cause__ or exc), 2))
+        state.one_pass_failed()
         return None
     report.phases["one pass write"] = time.time() - started
     stats = observed.get
-    state.committed, state.one_pass_ready = after, True
+    state.one_pass_committed(after)
     report.records_read = stats["records"]
     report.rows_written[ref.name] = stats["records"]
     report.phases["one pass"] = time.time() - started
     report.phases["one pass stats"] = time.time() - started - report.phases["one pass write"]
-    return report, positions, [(stats["ts_mid"], stats["records"])], stats["ts_min"]
+    return BatchResult(report, positions, [(stats["ts_mid"], stats["records"])], stats["ts_min"])
 
 
 def _replayed(state, channel: str, before: str | None) -> bool:
@@ -241,7 +240,7 @@ def _replayed(state, channel: str, before: str | None) -> bool:
     return before is None or position_after(committed, before)
 
 
-def _learn_from_sample(pipeline, state, df) -> bool:
+def _learn_from_sample(preparer, normalize: bool, state, df) -> bool:
     """Before a table's first batch: create or evolve the table from the keys of the
     batch's first records, so the whole batch can try one pass (a record with other
     keys sends it to the general path). True when the sample was usable."""
@@ -249,11 +248,11 @@ def _learn_from_sample(pipeline, state, df) -> bool:
         f"{PARSE_VALUE_SQL} AS v").where("v IS NOT NULL").persist()
     try:
         merged = sample.selectExpr("schema_of_variant_agg(v) AS s").first()["s"] or ""
-        fields = shaping.fields_of(merged, pipeline.config.column_normalization)
+        fields = shaping.fields_of(merged, normalize)
         if not fields or "" in fields:
             return False
-        pipeline.sink.prepare(state, sample, fields)
-        state.known_keys = frozenset(k for keys, _t in fields.values() for k in keys)
+        preparer.prepare(state, sample, fields)
+        state.learn_keys(k for keys, _t in fields.values() for k in keys)
         return True
     finally:
         sample.unpersist()

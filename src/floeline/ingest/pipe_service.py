@@ -25,14 +25,13 @@ import time
 from dataclasses import dataclass
 
 from floeline.errors import FloelineError
-from floeline.ingest.connector import install_stop_signals
 from floeline.ingest.file_load import load_files
-from floeline.ingest.table_sink import first_lines
 from floeline.sources import s3_notifications
 from floeline.sources.pipe_files import FORMAT as PIPE_FILES_FORMAT
 from floeline.sources.pipe_files import PipeFilesDataSource
 from floeline.warehouse import load_history, pipes, stages, tables
 from floeline.warehouse.catalog import Warehouse, folder_name
+from floeline.warehouse.commits import first_lines
 from floeline.warehouse.load_history import LOAD_FAILED, FileLoad
 from floeline.warehouse.pipe_discovery import (MAX_FILES_PER_BATCH, Discovery, split_pipe_name, stage_of,
                                               stored_pipe)
@@ -213,6 +212,10 @@ class PipeService:
         self.failures[name] = message
         self.restart_at[name] = time.monotonic() + RESTART_S
 
+    def request_stop(self) -> None:
+        """Ask `run` to end after the current sync (what SIGINT/SIGTERM do)."""
+        self._stop.set()
+
     def stop(self) -> None:
         """Stop every query after its batch in flight (a load commits whole or not at all)."""
         for query in self.queries.values():
@@ -313,7 +316,6 @@ class PipeService:
         if not auto:
             self.report(f"no auto-ingest pipe in warehouse {self.warehouse.location} "
                         f"(CREATE PIPE p AUTO_INGEST=TRUE AS COPY INTO t FROM @stage)")
-        restore = install_stop_signals(self._stop)
         try:
             if until_caught_up:
                 self._run_until_caught_up()
@@ -323,7 +325,6 @@ class PipeService:
                     self._stop.wait(SYNC_S)
         finally:
             self.stop()
-            restore()
         self.processed = 0  # (reported as they loaded; poll() counts from here)
         return 1 if self.failures else 0
 

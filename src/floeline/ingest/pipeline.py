@@ -1,33 +1,32 @@
 """The parts of the shared pipeline one connector's batches use: its source, its
-tables and their state, the bad-record router, the sink (table or SNOWPIPE), and the route ->
-table rule. Nothing here knows which source it is."""
+tables and their state, the bad-record router, the table preparer, the sink (table or
+SNOWPIPE), and the route -> table rule. Each sink gets the collaborators it uses, not
+this object. Nothing here knows which source it is."""
 
 from __future__ import annotations
 
-from functools import cached_property
-
 from floeline.ingest.bad_records import BadRecords
-from floeline.ingest.dead_letters import dead_letter_queue_for
+from floeline.ingest.dead_letters import DeadLetterQueue, KafkaTopicQueue, KinesisStreamQueue
+from floeline.ingest.declared_types import DeclaredTypes
+from floeline.ingest.error_table import ErrorTable
+from floeline.ingest.sink import Sink
 from floeline.ingest.snowpipe_sink import SnowpipeSink
+from floeline.ingest.table_preparer import TablePreparer
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import Tables
-from floeline.ops.metrics import ConnectorMetrics
-from floeline.records.converters.avro import ConfigSchemaAvroConverter
-from floeline.records.converters.factory import converter_for
-from floeline.config.decoding import AVRO_CONVERTER
-from floeline.records.avro_schema import column_types
 from floeline.records.decode import needs_python_decode, transform_chain_for
 from floeline.records.header_rules import header_rules
 from floeline.records.support import check_supported
 from floeline.records.transforms.chain import routed_topic
 from floeline.sources.base import Committed
+from floeline.sources.routes import table_for_route
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.owners import TableOwners
 from floeline.warehouse.owners import needed as owners_needed
 
 
 class Pipeline:
-    def __init__(self, config, spark, source):
+    def __init__(self, config, spark, source, metrics):
         check_supported(config)
         self.config, self.spark, self.source = config, spark, source
         self.decode = needs_python_decode(config)  # converters/transforms run in Python
@@ -42,50 +41,38 @@ class Pipeline:
                               standby=source.has_standby)
                   if owners_needed(self.warehouse) else None)
         self.tables = Tables(spark, self.warehouse, config.name, owners=owners)
-        self.metrics = ConnectorMetrics(config.name, config.database, config.schema)
-        self.bad = BadRecords(config, spark, self.tables, source, dead_letter_queue_for(config),
+        self.metrics = metrics  # the connector's (see Connector): what batches add to its counters
+        self.bad = BadRecords(config, source, dead_letter_queue_for(config, spark, self.tables),
                               self.metrics)
-        # snowflake.ingestion.method: rows straight into the table (Snowpipe Streaming),
-        # or through staged files loaded by the table's pipe (SNOWPIPE).
-        self.sink = SnowpipeSink(self) if config.ingestion_method == "SNOWPIPE" else TableSink(self)
-        self.routes: list[str] = []  # the source's routes when the query started
+        self.before_commit = commit_check(self.tables, source)
+        self.preparer = TablePreparer(config, spark, self.tables)
+        self.declared_types = DeclaredTypes(config, self.transforms)
+        self.sink = self._sink()
 
-    def before_commit(self) -> None:
-        """Right before a table commit: the tables are still this connector's (S3), and
-        whatever the source needs (sources/base.py)."""
-        self.tables.check_owned()
-        self.source.before_commit()
+    def _sink(self) -> Sink:
+        """snowflake.ingestion.method: rows straight into the table (Snowpipe Streaming),
+        or through staged files loaded by the table's pipe (SNOWPIPE)."""
+        if self.config.ingestion_method == "SNOWPIPE":
+            return SnowpipeSink(self.config, self.spark, self.warehouse, self.tables, self.bad,
+                                self.before_commit, self.source.route_of)
+        return TableSink(self.config, self.spark, self.warehouse, self.tables, self.bad,
+                         self.preparer, self.before_commit, self.metrics, self.declared_types)
 
     def release(self) -> None:
         """When the connector stops: give up its tables' owner records (S3)."""
         if self.tables.owners is not None:
             self.tables.owners.release()
 
-    def declared_types(self, schema_ids) -> dict[str, str]:
-        """Top-level field -> column type, as the Avro schema(s) of a batch's values
-        declare them (later schema ids win), so a column's type comes from its schema,
-        not its values. Empty for other converters, and with transforms (which reshape
-        values without schemas here)."""
-        converter = self._schema_converter
-        if converter is None:
-            return {}
-        if isinstance(converter, ConfigSchemaAvroConverter):
-            return column_types(converter.schema)
-        declared: dict[str, str] = {}
-        for schema_id in sorted(schema_ids):
-            declared.update(column_types(converter.schema_of(schema_id)))
-        return declared
-
-    @cached_property
-    def _schema_converter(self):
-        if self.config.value_converter != AVRO_CONVERTER or self.transforms is not None:
-            return None
-        return converter_for(self.config.decoding.value, policy=self.config.retry, own_registry=True)
-
-    def table_ref(self, route: str) -> TableRef:
-        """The table records of `route` (after transforms such as RegexRouter) go to."""
+    def table_ref(self, routed_route: str) -> TableRef:
+        """The table of a route as transforms left it (a batch's `_route`)."""
         cfg = self.config
-        return self.warehouse.table(cfg.database, cfg.schema, self.source.table_name(route))
+        return self.warehouse.table(cfg.database, cfg.schema, self.source.table_name(routed_route))
+
+    def table_of_route(self, route: str) -> TableRef:
+        """The table records of the source's `route` go to (sources/routes.py)."""
+        cfg = self.config
+        return self.warehouse.table(cfg.database, cfg.schema,
+                                    table_for_route(route, self.transforms, self.source.table_name))
 
     def routed(self, route: str) -> str:
         """The route `route`'s records take after transforms (RegexRouter renames topics;
@@ -99,7 +86,7 @@ class Pipeline:
         result = Committed()
         by_table: dict[str, Committed] = {}
         for channel in channels:
-            state = self.tables.state(self.table_ref(self.routed(channel.route)))
+            state = self.tables.state(self.table_of_route(channel.route))
             by_table[state.ref.full_name] = state.committed
             position = state.committed.positions.get(channel.id)
             if position is not None:
@@ -109,3 +96,25 @@ class Pipeline:
                 result.positions.setdefault(channel, position)
             result.finished |= held.finished
         return result
+
+
+def commit_check(tables_: Tables, source):
+    """What runs right before a table commit (warehouse/commits.py's ownership check):
+    the tables are still this connector's (S3), and whatever the source needs
+    (sources/base.py: a Kinesis lease still held)."""
+    def check() -> None:
+        tables_.check_owned()
+        source.before_commit()
+    return check
+
+
+def dead_letter_queue_for(config, spark, tables_) -> DeadLetterQueue:
+    """The connector's dead-letter queue: the DLQ topic or stream it names, else the
+    error tables."""
+    if config.dlq_topic:
+        return KafkaTopicQueue(config.bootstrap_servers, config.dlq_topic, config.name,
+                               config.dlq_context_headers, config.retry, config.kafka_security)
+    if config.kinesis is not None and config.kinesis.dlq_stream:
+        return KinesisStreamQueue(config.kinesis.aws, config.kinesis.dlq_stream, config.name,
+                                  config.retry)
+    return ErrorTable(config.name, spark, tables_)

@@ -3,7 +3,7 @@ connectors' file-based method): records go through files in an internal stage, l
 by the table's pipe. Used by the pipeline instead of the table sink.
 
 Per table and micro-batch:
-  1. the rows that land (the table sink's `landing`: replays, filtered records,
+  1. the rows that land (landing.py: replays, filtered records,
      ignored tombstones and bad records taken out; bad records to the DLQ / error table);
   2. each channel's (topic partition's) rows become one gzip newline-delimited JSON
      file `{"meta": RECORD_METADATA, "content": <value>}`, in offset order, written by
@@ -38,6 +38,7 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import quote
@@ -46,18 +47,20 @@ import sqlglot
 
 from floeline.errors import TableError, storage_full
 from floeline.ingest import snowpipe_files
+from floeline.ingest.bad_records import BadRecords
+from floeline.ingest.landing import landing
 from floeline.ingest.progress import BatchReport
-from floeline.ingest.table_sink import TableSink, first_lines
-from floeline.ingest.table_state import TableState
+from floeline.ingest.sink import TableBatch
+from floeline.ingest.table_state import Tables, TableState
 from floeline.records.content import sql_string
 from floeline.records.shaping import CONTENT_COLUMN
-from floeline.sources.base import max_position_sql, min_position_sql
+from floeline.sources.base import Committed, max_position_sql, min_position_sql
 from floeline.warehouse import load_history, pipes, stage_store, stages, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import LOAD_FAILED
-from floeline.warehouse.pipe_select import compile_stage_select
-from floeline.warehouse.positions import commit_entry
 from floeline.records.columns import METADATA_COLUMN, Column
+from floeline.warehouse.commits import commit, first_lines
+from floeline.warehouse.pipe_select import compile_stage_select
 
 log = logging.getLogger("floeline")
 
@@ -98,23 +101,26 @@ def table_stage_dir(warehouse, ref: TableRef) -> Path:
 
 
 class SnowpipeSink:
-    def __init__(self, pipeline):
-        self.pipeline = pipeline
-        self.table_sink = TableSink(pipeline)  # its `landing` (replays, bad records)
+    """Rows through staged files loaded by the table's pipe (the SNOWPIPE method)."""
+
+    def __init__(self, config, spark, warehouse, tables_: Tables, bad: BadRecords,
+                 before_commit: Callable[[], None], route_of: Callable[[str], str]):
+        self.config, self.spark, self.warehouse, self.tables = config, spark, warehouse, tables_
+        self.bad, self.before_commit, self.route_of = bad, before_commit, route_of
         self.stages: dict[str, tuple] = {}  # table full name -> (stage, pipe), once set up
         self.recovered: set[str] = set()
 
     # ---- objects -------------------------------------------------------------------
 
     def stage_for(self, ref: TableRef) -> stages.Stage:
-        name = snowpipe_files.stage_name(self.pipeline.config.name, ref.name)
+        name = snowpipe_files.stage_name(self.config.name, ref.name)
         return stages.Stage(name=name, database=ref.database, schema=ref.schema,
                             file_format={"TYPE": "JSON"},
-                            comment=f"SNOWPIPE files of connector {self.pipeline.config.name} "
+                            comment=f"SNOWPIPE files of connector {self.config.name} "
                                     f"for table {ref.name}")
 
     def _store(self, stage: stages.Stage) -> stage_store.LocalStore:
-        store = stage_store.store_for(self.pipeline.warehouse, stage)
+        store = stage_store.store_for(self.warehouse, stage)
         if not isinstance(store, stage_store.LocalStore):  # pragma: no cover - internal stages are local
             raise TableError(f"the SNOWPIPE method needs a local warehouse (stage {stage.full_name})")
         return store
@@ -122,28 +128,27 @@ class SnowpipeSink:
     def _set_up(self, state: TableState) -> tuple[stages.Stage, pipes.Pipe]:
         """The table (RECORD_METADATA, RECORD_CONTENT), its stage and its pipe, created
         when missing; checked once per table per run."""
-        p = self.pipeline
         ref = state.ref
         ready = self.stages.get(ref.full_name)
-        schema = p.tables.schema(state)
+        schema = self.tables.schema(state)
         if ready is not None and schema is not None:
             return ready
         if schema is None:
-            tables.create_table(p.spark, ref, [Column(METADATA_COLUMN, "variant"),
+            tables.create_table(self.spark, ref, [Column(METADATA_COLUMN, "variant"),
                                                Column(CONTENT_COLUMN, "variant")], evolution=True)
-            schema = p.tables.schema(state, refresh=True)
+            schema = self.tables.schema(state, refresh=True)
         missing = [Column(c, "variant") for c in (METADATA_COLUMN, CONTENT_COLUMN) if schema.find(c) is None]
         if missing:  # as the connector: an existing table gets the two columns
-            tables.add_columns(p.spark, ref, missing)
-            schema = p.tables.schema(state, refresh=True)
+            tables.add_columns(self.spark, ref, missing)
+            schema = self.tables.schema(state, refresh=True)
         stage = self.stage_for(ref)
-        if stages.load_stage(p.warehouse, ref.database, ref.schema, stage.name) is None:
-            stages.save_stage(p.warehouse, stage)
-        pipe_name = snowpipe_files.pipe_name(p.config.name, ref.name)
-        pipe = pipes.load(p.warehouse, ref.database, ref.schema, "pipe", pipe_name)
+        if stages.load_stage(self.warehouse, ref.database, ref.schema, stage.name) is None:
+            stages.save_stage(self.warehouse, stage)
+        pipe_name = snowpipe_files.pipe_name(self.config.name, ref.name)
+        pipe = pipes.load(self.warehouse, ref.database, ref.schema, "pipe", pipe_name)
         if pipe is None:
             pipe = _table_pipe(pipe_name, ref, stage, [c.name for c in schema.columns])
-            pipes.save(p.warehouse, pipe, ref.database, ref.schema)
+            pipes.save(self.warehouse, pipe, ref.database, ref.schema)
         self.stages[ref.full_name] = stage, pipe
         return stage, pipe
 
@@ -151,7 +156,7 @@ class SnowpipeSink:
 
     def start(self) -> None:
         """Clean the stages of the tables known when the connector starts."""
-        for state in list(self.pipeline.tables.states.values()):
+        for state in list(self.tables.states.values()):
             self.recover(state)
 
     def recover(self, state: TableState) -> None:
@@ -160,19 +165,18 @@ class SnowpipeSink:
         if state.ref.full_name in self.recovered:
             return
         self.recovered.add(state.ref.full_name)
-        p = self.pipeline
         ref = state.ref
-        stage = stages.load_stage(p.warehouse, ref.database, ref.schema, self.stage_for(ref).name)
+        stage = stages.load_stage(self.warehouse, ref.database, ref.schema, self.stage_for(ref).name)
         if stage is None:
             return
         store = self._store(stage)
         for tmp in store.root.glob(_TMP + "*") if store.root.is_dir() else []:
             shutil.rmtree(tmp, ignore_errors=True)
-        mine = [(f, r) for f in store.list(snowpipe_files.table_prefix(p.config.name, ref.name))
+        mine = [(f, r) for f in store.list(snowpipe_files.table_prefix(self.config.name, ref.name))
                 if (r := snowpipe_files.parse_file_name(f.name)) is not None]
         if not mine:
             return
-        status = {e.load.file: e.load for e in load_history.read_history(p.spark, ref)
+        status = {e.load.file: e.load for e in load_history.read_history(self.spark, ref)
                   if e.load.stage == stage.full_name}
         for f, rng in mine:
             load = status.get(f.name)
@@ -189,53 +193,64 @@ class SnowpipeSink:
 
     # ---- one micro-batch -------------------------------------------------------------
 
-    def write(self, state: TableState, table_rows, channels: dict, finished: set[str],
-              report: BatchReport, phase, check_only: bool = False) -> None:
+    def check(self, batch: TableBatch) -> None:
+        """Rows are VARIANT as they come: no row of this method fails a cast."""
+
+    def write(self, batch: TableBatch) -> int:
         """Stage and load this batch's rows of one table, with its channels' new
-        positions, in one Delta commit (see the module doc)."""
-        if check_only:
-            return  # rows are VARIANT as they come: no row of this method fails a cast
-        p = self.pipeline
+        positions, in one Delta commit (see the module doc); the rows loaded."""
+        state, report = batch.state, batch.report
         ref = state.ref
         self.recover(state)
-        table_rows, expected, replayed, after = self.table_sink.landing(
-            state, table_rows, channels, finished, report)
-        if expected <= 0 and p.tables.schema(state) is None:
-            state.committed = after  # nothing lands: no table just to hold positions
-            return
+        lands = landing(batch, self.config.null_values, self.bad)
+        if lands.expected <= 0 and self.tables.schema(state) is None:
+            state.committed_through(lands.after)  # nothing lands: no table just to hold positions
+            return 0
         stage, pipe = self._set_up(state)
-        phase("set up")
-        positions = commit_entry(p.config.name, after)
-        p.before_commit()
-        if expected <= 0:  # only positions move (records replayed, diverted or skipped)
-            (p.spark.sql(f"SELECT CAST(NULL AS VARIANT) AS {METADATA_COLUMN}").limit(0)
-             .write.format("delta").mode("append")
-             .option("userMetadata", json.dumps(positions)).save(ref.path))
-            state.committed = after
-            return
+        batch.phase("set up")
+        if lands.expected <= 0:  # only positions move (records replayed, diverted or skipped)
+            commit(self.spark.sql(f"SELECT CAST(NULL AS VARIANT) AS {METADATA_COLUMN}").limit(0),
+                   ref, self.config.name, lands.after, self.before_commit)
+            state.committed_through(lands.after)
+            return 0
         store = self._store(stage)
         # Each channel's offset range: the batch's statistics, unless some records were
         # taken out (replays, filtered, tombstones, bad records) and the files hold fewer.
-        exact = not replayed and not any(c["bad"] or c["filtered"] or c["tombstones"]
-                                         for c in channels.values())
-        ranges = {ch: (c["first"], c["last"]) for ch, c in channels.items()} if exact else None
-        files = self._stage_files(state, table_rows, store, ranges)
-        phase("stage files")
+        exact = not lands.replayed and not any(c.unusual for c in batch.channels.values())
+        ranges = {ch: (c.first, c.last) for ch, c in batch.channels.items()} if exact else None
+        files = self._stage_files(batch, lands.rows, store, ranges)
+        batch.phase("stage files")
+        loads = self._load(state, stage, pipe, files, lands.after)
+        batch.phase("load")
+        state.committed_through(lands.after)
+        self._after_load(store, ref, loads, report)
+        loaded = sum(load.rows_loaded for load in loads)
+        report.rows_written[ref.name] = report.rows_written.get(ref.name, 0) + loaded
+        return loaded
+
+    def _load(self, state: TableState, stage, pipe, files, after: Committed):
         from floeline.ingest.file_load import load_files
 
-        schema = p.tables.schema(state)
-        fmt = stages.resolve_format(p.warehouse, stage, None, stage.database, stage.schema)
+        ref = state.ref
+        schema = self.tables.schema(state)
+        fmt = stages.resolve_format(self.warehouse, stage, None, stage.database, stage.schema)
         pipe_full = f"{ref.database}.{ref.schema}.{pipe.name}"
+        what = f"loading staged files into table {ref.full_name} (pipe {pipe_full})"
         try:
-            loads = load_files(p.spark, ref, schema, stage, files, fmt, pipe, ON_ERROR, None,
-                               pipe_name=pipe_full, commit_extra=positions)
+            return load_files(self.spark, ref, schema, stage, files, fmt, pipe, ON_ERROR, None,
+                              pipe_name=pipe_full, positions=(self.config.name, after),
+                              check_owned=self.before_commit, what=what)
+        except TableError:
+            state.forget_schema()
+            raise
         except Exception as exc:
-            state.schema = None
-            what = f"loading staged files into table {ref.full_name} (pipe {pipe_full})"
+            state.forget_schema()
             raise (storage_full(exc, what, ref.path)
                    or TableError(f"{what} failed: {first_lines(str(exc))}")) from exc
-        phase("load")
-        state.committed = after
+
+    def _after_load(self, store, ref: TableRef, loads, report: BatchReport) -> None:
+        """Remove the loaded files; move the failed ones to the table stage and count
+        their rows as errors."""
         for load in loads:
             if load.loaded:
                 Path(store.root / load.file).unlink(missing_ok=True)
@@ -244,37 +259,33 @@ class SnowpipeSink:
                 rows = max(load.rows_parsed, 1)
                 report.errors += rows
                 report.errors_by_table[ref.name] = report.errors_by_table.get(ref.name, 0) + rows
-                p.bad.row_errors[ref.full_name] = p.bad.row_errors.get(ref.full_name, 0) + rows
+                self.bad.count_row_errors(ref, rows)
                 report.failed_files.append(f"{ref.name}:{load.file}")
-        report.rows_written[ref.name] = (report.rows_written.get(ref.name, 0)
-                                         + sum(load.rows_loaded for load in loads))
 
-    def _partition_parts(self, state: TableState, channels: list[str]) -> dict[str, int]:
+    def _partition_parts(self, batch: TableBatch, channels: list[str]) -> dict[str, int]:
         """Each channel's partition folder number: the plain partition, or with the topic
         hash when several routes write to the table (snowpipe_files.py)."""
-        p = self.pipeline
-        routes = {r for r in p.routes if p.table_ref(p.routed(r)).full_name == state.ref.full_name}
-        routes |= {p.source.route_of(ch) for ch in channels}
+        routes = set(batch.routes) | {self.route_of(ch) for ch in channels}
         shared = len(routes) > 1
         parts = {}
         for channel in channels:
-            route = p.source.route_of(channel)
+            route = self.route_of(channel)
             partition = int(channel.rsplit("/", 1)[-1])
             parts[channel] = snowpipe_files.partition_part(partition, route if shared else None)
         return parts
 
-    def _stage_files(self, state: TableState, rows, store, ranges) -> list[stages.StagedFile]:
+    def _stage_files(self, batch: TableBatch, rows, store, ranges) -> list[stages.StagedFile]:
         """Write each channel's rows as one gzip JSON-lines file in the stage, in
         position order; the staged files. `ranges`: channel -> (first, last) position
         of its rows, or None to compute them."""
-        p = self.pipeline
+        state = batch.state
         if ranges is None:
             ranges = {r["channel"]: (r["first"], r["last"]) for r in rows.groupBy("channel").agg(
                 _expr(f"{min_position_sql('position')} AS first"),
                 _expr(f"{max_position_sql('position')} AS last")).collect()}
         index = {ch: i for i, ch in enumerate(sorted(ranges))}
         lookup = "map(" + ", ".join(f"{sql_string(ch)}, {i}" for ch, i in index.items()) + ")"
-        parts = self._partition_parts(state, list(index))
+        parts = self._partition_parts(batch, list(index))
         content = "CASE WHEN _tombstone THEN parse_json('{}') ELSE v END"
         tmp = store.root / f"{_TMP}{uuid.uuid4().hex}"
         store.root.mkdir(parents=True, exist_ok=True)
@@ -291,7 +302,7 @@ class SnowpipeSink:
                 if len(written) != 1:
                     raise TableError(f"staging channel {channel}: expected one file, Spark wrote "
                                      f"{len(written)}")
-                name = snowpipe_files.file_name(p.config.name, state.ref.name, parts[channel],
+                name = snowpipe_files.file_name(self.config.name, state.ref.name, parts[channel],
                                                 first, last, now)
                 target = store.root / name
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -306,7 +317,7 @@ class SnowpipeSink:
         source = store.root / load.file
         if not source.exists():
             return
-        target = table_stage_dir(self.pipeline.warehouse, ref) / load.file
+        target = table_stage_dir(self.warehouse, ref) / load.file
         target.parent.mkdir(parents=True, exist_ok=True)
         source.replace(target)
         target.with_name(target.name + ".error.json").write_text(

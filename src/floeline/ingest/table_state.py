@@ -51,6 +51,60 @@ class TableState:
         return Committed({**self.committed.positions, **positions},
                          self.committed.finished | set(finished))
 
+    # ---- changes: only through these ---------------------------------------------
+
+    def committed_through(self, after: Committed) -> None:
+        """A commit (or a batch with nothing to hold) moved the table to `after`."""
+        self.committed = after
+
+    def remember_schema(self, schema: TableSchema | None) -> None:
+        """The table's schema as just read (or created)."""
+        self.schema, self.schema_read_at = schema, time.time()
+
+    def forget_schema(self) -> None:
+        """The table may have changed (DDL, a failed write): read it again next time."""
+        self.schema = None
+
+    def first_one_pass_sample(self) -> bool:
+        """True the first time a sample of the table's first batch may set its keys
+        (once per table, not after every failure)."""
+        first = not self.one_pass_tried
+        self.one_pass_tried = True
+        return first
+
+    def learn_keys(self, keys) -> None:
+        """Record keys the table's records hold (what one pass accepts)."""
+        self.known_keys |= frozenset(keys)
+
+    def one_pass_failed(self) -> None:
+        """A one-pass write failed: the general path goes next, the schema is re-read."""
+        self.one_pass_ready = False
+        self.forget_schema()
+
+    def one_pass_committed(self, after: Committed) -> None:
+        self.committed_through(after)
+        self.one_pass_ready = True
+
+    def general_batch_committed(self, after: Committed, keys, clean: bool) -> None:
+        """A general-path commit with rows: the next batch may take one pass if this
+        one held nothing unusual (`clean`)."""
+        self.committed_through(after)
+        self.learn_keys(keys)
+        self.one_pass_ready = clean
+
+    def refuse_evolution(self, reason: str | None) -> None:
+        """Why this batch's schema evolution left some keys without a column (None: it
+        did not)."""
+        self.evolution_refused = reason
+
+    def replay_base(self, metadata: str) -> Committed:
+        """The positions this table held before the batch whose commits carry
+        `metadata` (an error table is written up to twice per batch: both writes filter
+        replays against the same base)."""
+        if self.batch_metadata != metadata:  # the batch's first write to this table
+            self.batch_metadata, self.batch_base = metadata, self.committed
+        return self.batch_base
+
 
 @dataclass
 class Tables:
@@ -80,6 +134,5 @@ class Tables:
 
     def schema(self, state: TableState, refresh: bool = False) -> TableSchema | None:
         if refresh or state.schema is None or time.time() - state.schema_read_at > SCHEMA_TTL_S:
-            state.schema = tables.read_schema(self.spark, state.ref)
-            state.schema_read_at = time.time()
+            state.remember_schema(tables.read_schema(self.spark, state.ref))
         return state.schema

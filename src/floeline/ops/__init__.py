@@ -1,2 +1,3 @@
-"""Operating a connector: Prometheus metrics (metrics.py) served with the probes
-(http.py), and `floeline status` (status.py), which needs no Spark."""
+"""Operating a connector: the endpoints that serve its Prometheus metrics
+(ingest/metrics.py counts them) with the probes (http.py), and `floeline status`
+(status.py), which needs no Spark."""

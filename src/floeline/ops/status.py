@@ -25,9 +25,9 @@ from datetime import datetime, timezone
 
 from floeline.errors import FloelineError
 from floeline.records.decode import transform_chain_for
-from floeline.records.transforms.chain import routed_topic
 from floeline.sources import source_for
 from floeline.sources.base import Head, Lag, position_key, total_lag
+from floeline.sources.routes import table_for_route
 from floeline.warehouse import delta_log, owners
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.positions import committed_in_log
@@ -87,7 +87,8 @@ def connector_status(config) -> ConnectorStatus:
     listed: dict[str, list[str]] = {}  # table -> its channels the source lists
     refs: dict[str, TableRef] = {}
     for route in sorted(routes):
-        ref = warehouse.table(config.database, config.schema, source.table_name(routed_topic(chain, route)))
+        ref = warehouse.table(config.database, config.schema,
+                              table_for_route(route, chain, source.table_name))
         refs[ref.full_name] = ref
         listed.setdefault(ref.full_name, []).extend(c.id for c in channels if c.route == route)
     held = {name: committed_in_log(ref.path, config.name, files) for name, ref in refs.items()}

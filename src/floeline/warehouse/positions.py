@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 
-from floeline.sources.base import Committed
+from floeline.records.content import sql_string
+from floeline.sources.base import Committed, position_after_sql
 from floeline.warehouse import delta_log
 from floeline.warehouse.catalog import TableRef
 
@@ -54,6 +55,17 @@ def parse_commit_metadata(text: str | None, connector: str) -> Committed | None:
         return Committed({f"{t}/{int(p)}": str(int(o)) for t, p, o in entry["offsets"]})
     return Committed({str(c): str(p) for c, p in entry.get("positions", {}).items()},
                      set(entry.get("finished", [])))
+
+
+def committed_filter_sql(committed: Committed) -> str | None:
+    """SQL over `channel` and `position`: TRUE for rows a table holding `committed`
+    does not hold yet (a map lookup per row, however many channels), or None when it
+    holds nothing. How a replayed batch is filtered."""
+    if not committed.positions:
+        return None
+    pairs = ", ".join(f"{sql_string(c)}, {sql_string(p)}" for c, p in sorted(committed.positions.items()))
+    held = f"element_at(map({pairs}), channel)"
+    return f"({held} IS NULL OR {position_after_sql('position', held)})"
 
 
 def read_committed(spark, ref: TableRef, connector: str) -> Committed:

@@ -14,7 +14,7 @@ Decisions (documented for users):
 Where the Spark type loses what the Snowflake type says (VARCHAR(n) and CHAR(n)
 lengths, BINARY(n), TIME, OBJECT, ARRAY), the declared type is kept beside it
 (declared_type; tables.py stores it with the table), so the default pipe applies
-Snowflake's rules for it (records/conversion.py) and DESCRIBE shows it.
+Snowflake's rules for it (records/values_to_columns.py) and DESCRIBE shows it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,60 @@
+"""The one way floeline commits rows to a Delta table: the rows and the connector's
+channel positions (warehouse/positions.py) in the same commit's userMetadata, after
+the check that the table is still this connector's; a full disk is a StorageFull,
+any other failure a TableError. Every path that commits uses it: the one-pass path,
+the table sink, the SNOWPIPE sink, the error table and the load of staged files
+(COPY, pipes), which puts its files' load history beside the positions.
+
+Idempotence: the positions are the key. Each table holds, committed atomically with
+its rows, the last position of every channel that wrote to it; a replayed batch is
+filtered against them (its rows the table holds are dropped), whether Spark replays
+the batch or its checkpoint was lost. Delta's own idempotent writes (txnAppId and
+txnVersion) are deliberately not used: keyed by Spark's batch id, they would make
+Delta silently skip every write of a query whose checkpoint was deleted (its batch
+ids start again at 0), losing those rows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from floeline.errors import TableError, storage_full
+from floeline.sources.base import Committed
+from floeline.warehouse import load_history
+from floeline.warehouse.catalog import TableRef
+from floeline.warehouse.load_history import FileLoad
+from floeline.warehouse.positions import commit_entry
+
+
+def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
+           check_owned: Callable[[], None] | None = None, mode: str = "append", *,
+           loads: list[FileLoad] | None = None, what: str | None = None) -> None:
+    """Write `frame` to the table `ref` in one Delta commit (save mode `mode`) whose
+    userMetadata holds `connector`'s positions `after` (the table's, once the commit
+    is in; none when `connector` is None) and, for a load of staged files, `loads`
+    (their load history). `check_owned` runs first (the table is still this
+    connector's, and whatever the source needs). `what`: the failure's wording."""
+    if check_owned is not None:
+        check_owned()
+    what = what or f"writing to table {ref.full_name}"
+    try:
+        (frame.write.format("delta").mode(mode)
+         .option("userMetadata", user_metadata(connector, after, loads)).save(ref.path))
+    except Exception as exc:
+        raise (storage_full(exc, what, ref.path)
+               or TableError(f"{what} failed: {first_lines(str(exc))}")) from exc
+
+
+def user_metadata(connector: str | None, after: Committed | None,
+                  loads: list[FileLoad] | None = None) -> str:
+    """A commit's userMetadata: the positions, with the load history of a load."""
+    positions = commit_entry(connector, after) if connector is not None else {}
+    if loads is not None:
+        return load_history.commit_metadata(loads, positions)
+    return json.dumps(positions)
+
+
+def first_lines(message: str, n: int = 6) -> str:
+    """A Spark error without its JVM stack trace."""
+    message = message.split("\n\nJVM stacktrace")[0]
+    return "\n".join(message.splitlines()[:n])
