@@ -13,6 +13,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = "floeline"
 
@@ -225,23 +227,14 @@ def _listing(problems: list[str]) -> str:
     return f"{len(problems)} found:\n" + "\n".join(problems)
 
 
-def test_every_module_has_a_layer():
-    problems = unlayered_modules()
-    assert not problems, _listing(problems)
-
-
-def test_no_module_imports_a_higher_layer():
-    problems = upward_imports()
-    assert not problems, _listing(problems)
-
-
-def test_no_circles_between_packages():
-    problems = package_circles()
-    assert not problems, _listing(problems)
-
-
-def test_no_circles_between_the_modules_of_a_package():
-    problems = module_circles()
+@pytest.mark.parametrize("find_problems", [
+    pytest.param(unlayered_modules, id="every module has a layer"),
+    pytest.param(upward_imports, id="no module imports a higher layer"),
+    pytest.param(package_circles, id="no circles between packages"),
+    pytest.param(module_circles, id="no circles between the modules of a package"),
+])
+def test_the_layers_hold(find_problems):
+    problems = find_problems()
     assert not problems, _listing(problems)
 
 
