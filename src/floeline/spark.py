@@ -332,3 +332,28 @@ def _submitted_session():
         log.warning("spark-submit was not given floeline's JVM jar (floeline submit adds it "
                     "with --jars): every micro-batch takes the general path (slower)")
     return builder.getOrCreate()
+
+
+def java_cause_is(exc: BaseException, class_names) -> bool:
+    """True when the Java exception behind a PySpark error, or one of its causes, is an
+    instance of one of `class_names` (checked by the JVM: isinstance, not a name)."""
+    from py4j.java_gateway import is_instance_of
+    from pyspark import SparkContext
+
+    def instance_of(throwable, name: str) -> bool:
+        try:
+            return is_instance_of(SparkContext._gateway, throwable, name)
+        except Exception:  # noqa: BLE001 - the JVM is gone, or the class is not loaded
+            return False
+
+    throwable = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
+    for _depth in range(16):
+        if throwable is None:
+            return False
+        if any(instance_of(throwable, name) for name in class_names):
+            return True
+        try:
+            throwable = throwable.getCause()
+        except Exception:  # noqa: BLE001 - the JVM is gone
+            return False
+    return False

@@ -1,6 +1,6 @@
-"""Two connectors with different configs in one Spark session at the same time (two
-threads, two streaming queries): the batch core keeps no per-process state, so each
-table gets exactly its own connector's rows."""
+"""Two connectors with different configs (sources, converters, tables, settings) in one
+Spark session at the same time (two threads, two streaming queries): the batch core
+keeps no per-process state, so each table gets exactly its own connector's rows."""
 
 from __future__ import annotations
 
@@ -21,12 +21,20 @@ def test_two_connectors_side_by_side_in_one_spark(spark, tmp_path, make_config, 
     for partition in range(2):
         orders_log.append(f"orders/{partition}", "orders",
                           [json.dumps({"id": partition * 100 + i, "amount": i}).encode() for i in range(12)])
-    events_log.append("events/0", "events", [json.dumps({"event": f"e{i}", "n": i}).encode()
-                                             for i in range(15)], first_position=10 ** 20)
+    # The second connector's values come in Kafka Connect's schema/payload envelope
+    # (JsonConverter with schemas.enable=true: decoded in Python workers), the first's
+    # as plain JSON (read by SQL and, once its keys are known, in one pass).
+    schema = {"type": "struct", "fields": [{"field": "event", "type": "string"},
+                                            {"field": "n", "type": "int32"}]}
+    events_log.append("events/0", "events", [
+        json.dumps({"schema": schema, "payload": {"event": f"e{i}", "n": i}}).encode()
+        for i in range(15)], first_position=10 ** 20)
     orders = make_config(topics="orders", buffer__count__records=4)
     events = make_config(topics="events", buffer__count__records=5,
                          snowflake__enable__schematization="false",
-                         snowflake__topic2table__map="events:AUDIT", errors__tolerance="all")
+                         snowflake__topic2table__map="events:AUDIT", errors__tolerance="all",
+                         value__converter="org.apache.kafka.connect.json.JsonConverter",
+                         value__converter__schemas__enable="true")
     connectors = [Connector(orders, spark, source=MemorySource(orders, orders_log)),
                   Connector(events, spark, source=MemorySource(events, events_log))]
     spans: dict[int, tuple[float, float]] = {}

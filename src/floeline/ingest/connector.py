@@ -32,6 +32,7 @@ from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
+from floeline.spark import java_cause_is
 from floeline.warehouse.commits import first_lines
 
 log = logging.getLogger("floeline")
@@ -337,28 +338,8 @@ def query_failure(connector: str, exc: BaseException) -> Exception:
 
 def is_transient_java(exc: BaseException) -> bool:
     """True when the Java exception behind a PySpark error, or one of its causes, is
-    an instance of a TRANSIENT_JAVA_ERRORS class (checked by the JVM: isinstance, not
-    a name)."""
-    from py4j.java_gateway import is_instance_of
-    from pyspark import SparkContext
-
-    def instance_of(throwable, name: str) -> bool:
-        try:
-            return is_instance_of(SparkContext._gateway, throwable, name)
-        except Exception:  # noqa: BLE001 - the JVM is gone, or the class is not loaded
-            return False
-
-    throwable = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
-    for _depth in range(16):
-        if throwable is None:
-            return False
-        if any(instance_of(throwable, name) for name in TRANSIENT_JAVA_ERRORS):
-            return True
-        try:
-            throwable = throwable.getCause()
-        except Exception:  # noqa: BLE001 - the JVM is gone
-            return False
-    return False
+    an instance of a TRANSIENT_JAVA_ERRORS class."""
+    return java_cause_is(exc, TRANSIENT_JAVA_ERRORS)
 
 
 def spark_gone(exc: BaseException) -> bool:

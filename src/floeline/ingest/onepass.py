@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from floeline import jvm
 from floeline.config import locations
-from floeline.errors import TableError
+from floeline.errors import ServiceUnavailable, TableError
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
 from floeline.jvm import known_keys_function
@@ -216,7 +216,7 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     after = state.after(positions, finished)
     try:
         commit(frame.selectExpr(*plan.columns), ref, cfg.name, after, pipeline.before_commit)
-    except TableError as exc:
+    except (TableError, ServiceUnavailable) as exc:  # a record needing it, or a commit conflict
         log.info("batch %s takes the general path: %s", batch_id,
                  first_lines(str(exc.__cause__ or exc), 2))
         state.one_pass_failed()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from floeline.errors import TableError
+from floeline.errors import ServiceUnavailable, TableError
 from floeline.ingest.bad_records import BadRecords
 from floeline.ingest.landing import Landing, landing
 from floeline.ingest.sink import TableBatch
@@ -154,8 +154,8 @@ class TableSink:
         ref = state.ref
         try:
             commit(out, ref, self.config.name, lands.after, self.before_commit)
-        except TableError:
-            if shaped.can_fail and self.config.errors_tolerance == "none":
+        except (TableError, ServiceUnavailable) as exc:
+            if isinstance(exc, TableError) and shaped.can_fail and self.config.errors_tolerance == "none":
                 # Name the first bad record (raises RecordError) if that was the cause.
                 self._divert_row_errors(batch, shaped, lands)
             state.forget_schema()  # the table may have changed under us: read it again next time

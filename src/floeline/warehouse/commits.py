@@ -18,12 +18,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from floeline.errors import TableError, storage_full
+from floeline.errors import ServiceUnavailable, TableError, storage_full
+from floeline.spark import java_cause_is
 from floeline.sources.base import Committed
 from floeline.warehouse import load_history
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import FileLoad
 from floeline.warehouse.positions import commit_entry
+
+# Delta's base class of the conflicts its optimistic commit reports (ConcurrentAppend,
+# MetadataChanged, ProtocolChanged, ...): the commit did not happen and may be tried again.
+DELTA_CONFLICTS = ("org.apache.spark.sql.delta.DeltaConcurrentModificationException",)
 
 
 def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
@@ -41,8 +46,20 @@ def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
         (frame.write.format("delta").mode(mode)
          .option("userMetadata", user_metadata(connector, after, loads)).save(ref.path))
     except Exception as exc:
-        raise (storage_full(exc, what, ref.path)
-               or TableError(f"{what} failed: {first_lines(str(exc))}")) from exc
+        raise commit_failure(exc, what, ref) from exc
+
+
+def commit_failure(exc: BaseException, what: str, ref: TableRef) -> Exception:
+    """The error a failed commit raises: StorageFull, ServiceUnavailable (a conflict
+    with a concurrent commit: transient) or TableError."""
+    full = storage_full(exc, what, ref.path)
+    if full is not None:
+        return full
+    if java_cause_is(exc, DELTA_CONFLICTS):
+        return ServiceUnavailable(f"{what}: another commit to the table came first "
+                                  f"({first_lines(str(exc), 2)}); nothing of this batch was "
+                                  f"committed, so it is tried again")
+    return TableError(f"{what} failed: {first_lines(str(exc))}")
 
 
 def user_metadata(connector: str | None, after: Committed | None,
