@@ -3,34 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
-import threading
 import time
 import traceback
 
 from floeline.errors import FloelineError
 from floeline.secrets import scrub
-
-
-@contextlib.contextmanager
-def stop_signals(stop):
-    """While inside: SIGINT/SIGTERM call `stop()` (the connector or the pipe service
-    stops after its current batch) instead of ending the process. The process's own
-    business, so the entry point installs them, not the batch code."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-        signal.signal(sig, lambda *_: stop())
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+from floeline.signals import stop_signals
 
 
 def _cmd_validate(args) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import time
 
+from floeline.signals import stop_signals
+
 DEMO_TOPIC = "orders"
 CUSTOMERS = ["John", "Maria", "Wei", "Aiko", "Łukasz"]
 
@@ -44,7 +46,9 @@ def run_demo(warehouse: str = "./warehouse") -> int:
         "name": "orders_demo", "topics": DEMO_TOPIC, "bootstrap.servers": bootstrap,
         "floeline.warehouse": warehouse, "buffer.flush.time": "1"})
     spark = get_spark(config.spark_master)
-    Connector(config, spark).run(until_caught_up=True)
+    connector = Connector(config, spark)
+    with stop_signals(connector.stop):
+        connector.run(until_caught_up=True)
     wh = Warehouse(warehouse)
     print("\nSELECT * FROM ORDERS:")
     print(format_rows(run_sql(spark, "SELECT order_id, customer_name, order_total, ispaid "
@@ -91,7 +95,9 @@ def run_kinesis_demo(warehouse: str = "./warehouse") -> int:
         "kinesis.endpoint": endpoints["kinesis"], "dynamodb.endpoint": endpoints["dynamodb"],
         "floeline.warehouse": warehouse, "buffer.flush.time": "1"})
     spark = get_spark(config.spark_master)
-    Connector(config, spark).run(until_caught_up=True)
+    connector = Connector(config, spark)
+    with stop_signals(connector.stop):
+        connector.run(until_caught_up=True)
     wh = Warehouse(warehouse)
     print("\nSELECT * FROM KINESIS_ORDERS:")
     print(format_rows(run_sql(spark, "SELECT order_id, customer_name, order_total, ispaid "

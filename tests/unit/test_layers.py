@@ -36,7 +36,8 @@ LAYERS = {
     "floeline.secrets": BASE,
     "floeline.secret_references": BASE,
     "floeline.cache": BASE,  # where downloaded jars and builds are kept; install-once
-    "floeline.processes": BASE,  # reading a process's command line, pid files, log tails
+    "floeline.processes": BASE,
+    "floeline.signals": BASE,  # SIGINT/SIGTERM -> stop after the batch, for entry points  # reading a process's command line, pid files, log tails
     # The process-wide clock from launch to first commit: imports nothing of floeline;
     # spark.py, warehouse/tables.py and the connector mark their parts on it.
     "floeline.startup": BASE,
