@@ -111,3 +111,16 @@ def _ref(warehouse: str, table: str):
     from floeline.warehouse.catalog import Warehouse
 
     return Warehouse(warehouse).table("FLOELINE", "PUBLIC", table)
+
+
+def test_a_metrics_port_without_endpoints_to_serve_it_is_a_clear_error(spark, memory_log, make_config):
+    """The batch core serves nothing itself: a connector built in code with
+    floeline.metrics.port but no endpoints says how to serve them (floeline run hands
+    in ops/http.py's server) instead of silently serving nothing."""
+    from floeline.errors import FloelineError
+    from floeline.ingest import Connector
+    from floeline.sources.memory import MemorySource
+
+    config = make_config(floeline__metrics__port="0")
+    with pytest.raises(FloelineError, match=r"floeline.metrics.port=0 is set.*endpoints=floeline.ops.http.OpsServer"):
+        Connector(config, spark, source=MemorySource(config, memory_log)).run(until_caught_up=True)
