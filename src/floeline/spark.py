@@ -336,23 +336,27 @@ def _submitted_session():
 
 def java_cause_is(exc: BaseException, class_names) -> bool:
     """True when the Java exception behind a PySpark error, or one of its causes, is an
-    instance of one of `class_names` (checked by the JVM: isinstance, not a name)."""
-    from py4j.java_gateway import is_instance_of
-    from pyspark import SparkContext
+    instance of one of `class_names`: its class or a superclass has that name. Compared
+    by name, walking the class chain in the JVM, so no class is loaded: loading one by
+    name depends on the calling thread's class loader, and the one of a py4j thread may
+    not see the jars of spark.jars.packages (Delta's, Kafka's)."""
+    wanted = set(class_names)
 
-    def instance_of(throwable, name: str) -> bool:
-        try:
-            return is_instance_of(SparkContext._gateway, throwable, name)
-        except Exception:  # noqa: BLE001 - the JVM is gone, or the class is not loaded
-            return False
+    def class_chain(throwable):
+        cls = throwable.getClass()
+        for _depth in range(32):
+            if cls is None:
+                return
+            yield cls.getName()
+            cls = cls.getSuperclass()
 
     throwable = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
     for _depth in range(16):
         if throwable is None:
             return False
-        if any(instance_of(throwable, name) for name in class_names):
-            return True
         try:
+            if wanted.intersection(class_chain(throwable)):
+                return True
             throwable = throwable.getCause()
         except Exception:  # noqa: BLE001 - the JVM is gone
             return False

@@ -32,3 +32,18 @@ def test_channel_stats_add_up_across_routes():
     assert (a.first, a.last, a.records, a.bad, a.tombstones, a.ts_min) == ("5", "12", 8, 1, 1, 50)
     assert a.keys == {"k1", "k2"} and a.schema_ids == {1, 2} and a.unusual
     assert not ChannelStats("1", "2", records=2).unusual
+
+
+def test_a_delta_conflict_named_only_in_the_message_is_transient():
+    from floeline.errors import ServiceUnavailable, TableError
+    from floeline.warehouse.catalog import TableRef
+    from floeline.warehouse.commits import commit_failure
+
+    ref = TableRef("DB", "S", "T", "/tmp/T")
+    lost = RuntimeError("[DELTA_METADATA_CHANGED] MetadataChangedException: The metadata of "
+                        "the Delta table has been changed by a concurrent update.")
+    assert isinstance(commit_failure(lost, "writing to table DB.S.T", ref), ServiceUnavailable)
+    assert isinstance(commit_failure(RuntimeError("[DELTA_CONCURRENT_APPEND] files were added"),
+                                     "w", ref), ServiceUnavailable)
+    other = commit_failure(RuntimeError("[DELTA_SCHEMA_CHANGED] no"), "w", ref)
+    assert isinstance(other, TableError) and not isinstance(other, ServiceUnavailable)

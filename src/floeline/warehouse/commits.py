@@ -16,6 +16,7 @@ ids start again at 0), losing those rows."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 from floeline.errors import ServiceUnavailable, TableError, storage_full
@@ -29,6 +30,10 @@ from floeline.warehouse.positions import commit_entry
 # Delta's base class of the conflicts its optimistic commit reports (ConcurrentAppend,
 # MetadataChanged, ProtocolChanged, ...): the commit did not happen and may be tried again.
 DELTA_CONFLICTS = ("org.apache.spark.sql.delta.DeltaConcurrentModificationException",)
+# The same conflicts by their error classes, as the message names them: a second way to
+# know them when the Java exception cannot be reached.
+DELTA_CONFLICT_CONDITIONS = re.compile(
+    r"\[(DELTA_CONCURRENT_[A-Z_]+|DELTA_METADATA_CHANGED|DELTA_PROTOCOL_CHANGED)\]")
 
 
 def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
@@ -55,7 +60,7 @@ def commit_failure(exc: BaseException, what: str, ref: TableRef) -> Exception:
     full = storage_full(exc, what, ref.path)
     if full is not None:
         return full
-    if java_cause_is(exc, DELTA_CONFLICTS):
+    if java_cause_is(exc, DELTA_CONFLICTS) or DELTA_CONFLICT_CONDITIONS.search(str(exc)):
         return ServiceUnavailable(f"{what}: another commit to the table came first "
                                   f"({first_lines(str(exc), 2)}); nothing of this batch was "
                                   f"committed, so it is tried again")
