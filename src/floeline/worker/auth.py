@@ -5,7 +5,7 @@ Users live in a file named by the worker key `rest.auth.users.file`, one per lin
     USER:scrypt$N$r$p$SALT$HASH
 
 (SALT and HASH base64, HASH = scrypt(password, SALT, N, r, p)); blank lines and lines
-starting with `#` are skipped. `floeline worker passwd USER` prints such a line for a
+starting with `#` are skipped. `floeline worker-passwd USER` prints such a line for a
 password read from the terminal (or stdin). Passwords are never stored, only salted
 hashes; a request's password is hashed the same way and compared in constant time, and
 an unknown user costs the same hash as a known one, so timing tells nothing. The file is
@@ -110,11 +110,11 @@ def load_users(path: str | os.PathLike) -> Users:
         parsed = _parse(stored)
         if not user or parsed is None:
             raise ConfigError(f"{USERS_FILE_KEY}={path} line {number} is not `USER:scrypt$N$r$p$SALT$HASH`; "
-                              f"make the line with `floeline worker passwd USER`")
+                              f"make the line with `floeline worker-passwd USER`")
         entries[user] = parsed
     if not entries:
         raise ConfigError(f"{USERS_FILE_KEY}={path} lists no user, so nobody could call the REST API; "
-                          f"add one with `floeline worker passwd USER >> {path}`")
+                          f"add one with `floeline worker-passwd USER >> {path}`")
     return Users(entries, str(path))
 
 

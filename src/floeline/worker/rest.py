@@ -441,8 +441,8 @@ class RestServer:
                                                       do_handshake_on_connect=False)
         self.port = self._server.server_address[1]
         self.host = self.settings.host
-        self._thread = threading.Thread(target=self._server.serve_forever, name="floeline-rest",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
+                                        name="floeline-rest", daemon=True)
 
     @property
     def url(self) -> str:
