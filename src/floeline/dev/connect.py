@@ -10,6 +10,7 @@ offsets file and log in a state directory of the caller's choosing."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import subprocess
@@ -104,6 +105,7 @@ class ConnectWorker:
         self._process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
         log.close()
+        atexit.register(self.stop)  # never outlive the process that started it
         self._wait_until_serving(timeout_s)
         return self
 
