@@ -469,3 +469,18 @@ def test_requests_run_concurrently_with_a_slow_herder_call(server, client):
     release.set()
     assert pending.result(timeout=10)[0] == 204
     pool.shutdown()
+
+
+def test_a_status_trace_never_shows_a_secret(server, client):
+    create(client, **SECRETS)
+    plain_status = server.herder.status
+
+    def failed(name):
+        status = plain_status(name)
+        status["connector"] = {**status["connector"], "state": "FAILED",
+                               "trace": "login with key MIIEvQ-private refused"}
+        return status
+
+    server.herder.status = failed
+    body = client.call("GET", "/connectors/orders-sink/status")[1]
+    assert body["connector"]["state"] == "FAILED" and "MIIEvQ-private" not in json.dumps(body)

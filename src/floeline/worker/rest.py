@@ -170,7 +170,11 @@ class ConnectApi:
 
     # -- worker
     def root(self, req: Request) -> Reply:
-        return Reply(200, {"version": __version__, "commit": "unknown", "kafka_cluster_id": None})
+        """floeline's version; no build commit is recorded ("unknown"); the Kafka cluster
+        id when the herder knows it (its `kafka_cluster_id`), else null."""
+        cluster = getattr(self.herder, "kafka_cluster_id", None)
+        return Reply(200, {"version": __version__, "commit": "unknown",
+                           "kafka_cluster_id": cluster() if callable(cluster) else cluster})
 
     def health(self, req: Request) -> Reply:
         return Reply(200, HEALTHY)
@@ -329,11 +333,18 @@ class ConnectApi:
 
 
 def _with_versions(status: dict) -> dict:
-    """A status with the plugin "version" Connect 4.x puts on the connector and each task."""
+    """A status with the plugin "version" Connect 4.x puts on the connector and each task,
+    and its traces scrubbed of any secret value."""
+    def entry(state: dict) -> dict:
+        out = {**state, "version": state.get("version", __version__)}
+        if isinstance(out.get("trace"), str):
+            out["trace"] = scrub(out["trace"])
+        return out
+
     out = dict(status)
     if isinstance(out.get("connector"), dict):
-        out["connector"] = {**out["connector"], "version": out["connector"].get("version", __version__)}
-    out["tasks"] = [{**t, "version": t.get("version", __version__)} for t in out.get("tasks", [])]
+        out["connector"] = entry(out["connector"])
+    out["tasks"] = [entry(t) for t in out.get("tasks", [])]
     return out
 
 
@@ -464,6 +475,7 @@ def _handler_for(server: RestServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = f"floeline/{__version__}"
+        timeout = 120  # a client silent this long (mid-request or idle keep-alive) is dropped
 
         def _serve(self) -> None:
             try:
