@@ -1,5 +1,4 @@
-"""floeline's command line: run | submit | validate | status | sql | pipes | demo | kafka | aws | setup |
-worker-passwd."""
+"""floeline's command line: run | submit | validate | status | sql | pipes | demo | kafka | aws | setup."""
 
 from __future__ import annotations
 
