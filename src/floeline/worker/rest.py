@@ -159,9 +159,6 @@ def error_reply(status: int, message: str, headers: dict[str, str] | None = None
 
 # ---------------------------------------------------------------- the API
 
-Handler = Callable[..., Reply]
-
-
 class ConnectApi:
     """The endpoints, as methods taking the request and the path's parts."""
 
@@ -180,6 +177,11 @@ class ConnectApi:
         return Reply(200, HEALTHY)
 
     def metrics(self, req: Request) -> Reply:
+        """Every connector's metrics; a herder with `before_scrape()` refreshes what is
+        measured on demand (the sources' heads, hence lag) first, as `floeline run` does."""
+        refresh = getattr(self.herder, "before_scrape", None)
+        if callable(refresh):
+            refresh()
         encoder, content_type = choose_encoder(req.headers.get("Accept"))
         return Reply(200, raw=encoder(REGISTRY), content_type=content_type)
 
