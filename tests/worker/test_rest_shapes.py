@@ -301,3 +301,18 @@ def test_validate_with_a_bad_key_and_a_bad_value(connect, floeline):
                 for api in (connect, floeline)]
     assert_same(mismatch, error_shape)
     assert all(body["message"].startswith("Included connector type ") for _, body in mismatch)
+
+
+def test_200_concurrent_requests_leave_the_connector_running(floeline, created):
+    """Many clients at once (status, lists, configs, metrics) get their answers and the
+    running connector keeps running."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _until_running(floeline)
+    paths = [f"/connectors/{NAME}/status", "/connectors?expand=status&expand=info",
+             f"/connectors/{NAME}/config", "/connector-plugins", "/health"]
+    with ThreadPoolExecutor(max_workers=200) as pool:
+        answers = list(pool.map(lambda i: floeline.call("GET", paths[i % len(paths)])[0], range(200)))
+    assert answers == [200] * 200
+    status = floeline.call("GET", f"/connectors/{NAME}/status")[1]
+    assert status["connector"]["state"] == "RUNNING", status
