@@ -268,6 +268,23 @@ def _cmd_demo(args) -> int:
     return run_demo(warehouse=args.warehouse)
 
 
+def _cmd_worker_passwd(args) -> int:
+    """One line of a worker's users file (rest.auth.users.file) for USER, the password
+    read without echo from the terminal, or as the first line of stdin when piped."""
+    import getpass
+
+    from floeline.worker.auth import user_line
+
+    if sys.stdin.isatty():
+        password = getpass.getpass(f"password for {args.user}: ")
+        if getpass.getpass("again: ") != password:
+            raise FloelineError("the two passwords differ; nothing was written")
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    print(user_line(args.user, password))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -351,6 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", nargs="?", choices=("kafka", "kinesis", "firehose"), default="kafka")
     p.add_argument("--warehouse", default="./warehouse")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("worker-passwd", help="print a users-file line (USER:scrypt hash) for the "
+                                             "worker's REST Basic auth (rest.auth.users.file)")
+    p.add_argument("user")
+    p.set_defaults(func=_cmd_worker_passwd)
     return parser
 
 

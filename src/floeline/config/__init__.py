@@ -30,8 +30,9 @@ from floeline.errors import ConfigError, NamingError
 from floeline.naming import DEFAULT_DATABASE, DEFAULT_SCHEMA, TopicTableMap, normalize_identifier
 from floeline.retry import RetryPolicy, policy_from_settings
 
-__all__ = ["ConnectorConfig", "KinesisSettings", "MetadataFlags", "MetricsSettings", "config_from_dict",
-           "describe_ignored", "load_config", "parse_properties"]
+__all__ = ["ConnectorConfig", "KeyUse", "KinesisSettings", "MetadataFlags", "MetricsSettings", "Problem",
+           "config_from_dict", "describe_ignored", "describe_keys", "load_config", "parse_properties",
+           "read_config"]
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 DEFAULT_WAREHOUSE = "./warehouse"
@@ -249,15 +250,58 @@ class ConnectorConfig:
     owner_timeout_ms: int = 60000
 
 
+class Problem(str):
+    """One problem of a config: its message (a str, as before) and `key`, the setting
+    it is about, so the worker's validate endpoint can list problems per key. `key` is
+    None for a problem found by a part that only says it in words (decoding, Kafka
+    security, Kinesis); its message names the key."""
+
+    key: str | None
+
+    def __new__(cls, key: str | None, message: str) -> Problem:
+        problem = super().__new__(cls, message)
+        problem.key = key
+        return problem
+
+    def __getnewargs__(self):  # pickle and copy rebuild it with its key
+        return self.key, str(self)
+
+
+def read_config(settings: Mapping[str, str]) -> tuple[ConnectorConfig, list[str]]:
+    """The config of `settings` and every problem found (Problem when its key is known,
+    else a plain message), without raising; the config is only meaningful when there
+    is no problem. config_from_dict raises them; the worker lists them per key."""
+    secrets.remember_settings(settings)
+    reader = _Reader(settings)
+    return reader.build(), reader.problems
+
+
+@dataclass(frozen=True)
+class KeyUse:
+    """How the config reads one key: its type (Kafka ConfigDef's names: STRING, BOOLEAN,
+    INT), its default as text (None: none) and, for a choice, the accepted values."""
+
+    type: str
+    default: str | None
+    accepted: tuple[str, ...] = ()
+
+
+def describe_keys(settings: Mapping[str, str]) -> dict[str, KeyUse]:
+    """Every key reading `settings` looks at, with how it reads it (defaults can depend
+    on other settings, e.g. connector.class): what the worker's connector-plugins
+    endpoints list as definitions."""
+    reader = _DescribingReader(settings)
+    reader.build()
+    return reader.uses
+
+
 def config_from_dict(settings: Mapping[str, str]) -> ConnectorConfig:
     """Validate `settings` and build the ConnectorConfig; raise one ConfigError with
     every problem found, so a user fixes a config in one round."""
-    secrets.remember_settings(settings)
-    reader = _Reader(settings)
-    cfg = reader.build()
-    if reader.problems:
-        count = len(reader.problems)
-        lines = "\n".join(f"  - {p}" for p in reader.problems)
+    cfg, problems = read_config(settings)
+    if problems:
+        count = len(problems)
+        lines = "\n".join(f"  - {p}" for p in problems)
         raise ConfigError(f"invalid connector config ({count} problem{'s' * (count > 1)}):\n{lines}")
     return cfg
 
@@ -298,6 +342,10 @@ class _Reader:
         self.settings = dict(settings)
         self.problems: list[str] = []
 
+    def problem(self, key: str, message: str) -> None:
+        """Note a problem about setting `key`."""
+        self.problems.append(Problem(key, message))
+
     def text(self, key: str, default: str | None = None) -> str | None:
         """The trimmed value (ConfigDef trims too); blank counts as not set."""
         value = self.settings.get(key)
@@ -310,7 +358,7 @@ class _Reader:
         if value is None:
             return default
         if value.lower() not in ("true", "false"):
-            self.problems.append(f"{key}={value!r} is not a boolean; accepted values: {_TRUE_FALSE}")
+            self.problem(key, f"{key}={value!r} is not a boolean; accepted values: {_TRUE_FALSE}")
             return default
         return value.lower() == "true"
 
@@ -319,10 +367,10 @@ class _Reader:
         if value is None:
             return default
         if not _INTEGER.fullmatch(value):
-            self.problems.append(f"{key}={value!r} is not a whole number; accepted values: an integer >= {minimum}")
+            self.problem(key, f"{key}={value!r} is not a whole number; accepted values: an integer >= {minimum}")
             return default
         if int(value) < minimum:
-            self.problems.append(f"{key}={value} is too small; accepted values: an integer >= {minimum}")
+            self.problem(key, f"{key}={value} is too small; accepted values: an integer >= {minimum}")
             return default
         return int(value)
 
@@ -334,7 +382,7 @@ class _Reader:
         for option in accepted:
             if value.lower() == option.lower():
                 return option
-        self.problems.append(f"{key}={value!r} is not valid; accepted values: {', '.join(accepted)}")
+        self.problem(key, f"{key}={value!r} is not valid; accepted values: {', '.join(accepted)}")
         return default
 
     def identifier(self, key: str, default: str) -> str:
@@ -344,7 +392,7 @@ class _Reader:
         try:
             return normalize_identifier(value)
         except NamingError as exc:
-            self.problems.append(f"{key}: {exc}")
+            self.problem(key, f"{key}: {exc}")
             return default
 
     def build(self) -> ConnectorConfig:
@@ -371,7 +419,7 @@ class _Reader:
         line, sanitization, normalization, binary_format = self.compatibility()
         method, schematization = self.ingestion_method(source, line)
         if method == "SNOWPIPE" and locations.is_s3(warehouse):
-            self.problems.append(f"snowflake.ingestion.method=SNOWPIPE keeps its staged files in a "
+            self.problem("snowflake.ingestion.method", f"snowflake.ingestion.method=SNOWPIPE keeps its staged files in a "
                                  f"local warehouse; floeline.warehouse={warehouse} is on S3: use "
                                  f"SNOWPIPE_STREAMING (the default) or a local warehouse")
         count_records = self.integer("buffer.count.records", 10000, minimum=1)
@@ -431,7 +479,7 @@ class _Reader:
         if self.text("floeline.metrics.port") is not None:
             port = self.integer("floeline.metrics.port", 0, minimum=0)
             if port > 65535:
-                self.problems.append(f"floeline.metrics.port={port} is not a TCP port; accepted "
+                self.problem("floeline.metrics.port", f"floeline.metrics.port={port} is not a TCP port; accepted "
                                      f"values: 1-65535, or 0 for any free port")
                 port = 0
         return MetricsSettings(
@@ -441,7 +489,7 @@ class _Reader:
     def table_settings(self, method: str) -> TableSettings:
         storage = self.choice("floeline.variant.storage", "variant", ("variant", "json"))
         if storage == "json" and method == "SNOWPIPE":
-            self.problems.append("floeline.variant.storage=json is not supported with "
+            self.problem("floeline.variant.storage", "floeline.variant.storage=json is not supported with "
                                  "snowflake.ingestion.method=SNOWPIPE (its pipe loads VARIANT "
                                  "columns); remove one of the two settings")
             storage = "variant"
@@ -458,7 +506,7 @@ class _Reader:
         try:
             return locations.normalize(value)
         except ConfigError as exc:
-            self.problems.append(f"{key}: {exc}")
+            self.problem(key, f"{key}: {exc}")
             return default
 
     def warehouse_s3(self, warehouse: str) -> S3Settings | None:
@@ -496,10 +544,10 @@ class _Reader:
         if method != "SNOWPIPE":
             return method, self.boolean("snowflake.enable.schematization", line != "3")
         if source != "kafka":
-            self.problems.append("snowflake.ingestion.method=SNOWPIPE is a Kafka connector setting; "
+            self.problem("snowflake.ingestion.method", "snowflake.ingestion.method=SNOWPIPE is a Kafka connector setting; "
                                  "a Kinesis connector streams rows (remove the setting)")
         if self.boolean("snowflake.enable.schematization", False):
-            self.problems.append("snowflake.enable.schematization=true needs snowflake.ingestion.method="
+            self.problem("snowflake.enable.schematization", "snowflake.enable.schematization=true needs snowflake.ingestion.method="
                                  "SNOWPIPE_STREAMING (schematization is only available with Snowpipe "
                                  "Streaming); remove one of the two settings")
         return method, False
@@ -511,7 +559,7 @@ class _Reader:
         cls = self.text("connector.class")
         line = CONNECTOR_CLASSES.get(cls) if cls else None
         if cls and line is None:
-            self.problems.append(
+            self.problem("connector.class",
                 f"connector.class={cls!r} is not a Snowflake sink connector; accepted values: "
                 f"{', '.join(CONNECTOR_CLASSES)} (or leave it out)")
         sanitization = self.boolean(
@@ -525,7 +573,7 @@ class _Reader:
     def check_absent(self, keys, whose: str, hint: str) -> None:
         """Settings that belong to another source are mistakes, not silently unused."""
         for key in sorted(k for k in keys if self.text(k) is not None):
-            self.problems.append(f"{key} is not one of {whose} settings; {hint}")
+            self.problem(key, f"{key} is not one of {whose} settings; {hint}")
 
     def check_keys(self) -> None:
         """Unknown keys (with the closest known key) and SMT aliases that do not add up."""
@@ -533,11 +581,11 @@ class _Reader:
             if key in KNOWN_KEYS or key.startswith(PASSTHROUGH_PREFIXES + IGNORED_PREFIXES):
                 continue
             hint = f" (did you mean {_closest_key(key)!r}?)" if _closest_key(key) else ""
-            self.problems.append(f"unknown setting {key!r}{hint}")
+            self.problem(key, f"unknown setting {key!r}{hint}")
         for family in ("transforms", "predicates"):
             self.check_aliases(family)
         if (self.text("snowflake.topic2table.map.regex.replacement") or "").lower() == "true":
-            self.problems.append(
+            self.problem("snowflake.topic2table.map.regex.replacement",
                 "snowflake.topic2table.map.regex.replacement=true ($1 group references in table names) "
                 "is not supported by floeline; remove it and list the tables explicitly")
 
@@ -548,17 +596,17 @@ class _Reader:
         for key in self.settings:
             if key.startswith(family + ".") and not any(key.startswith(f"{family}.{a}.") for a in aliases):
                 listed = ", ".join(aliases) or "nothing"
-                self.problems.append(f"setting {key!r} belongs to no alias listed in {family} (it lists: {listed})")
+                self.problem(key, f"setting {key!r} belongs to no alias listed in {family} (it lists: {listed})")
 
     def connector_name(self) -> str:
         name = self.text("name")
         if name is None:
-            self.problems.append("missing required setting 'name' (the connector's unique name)")
+            self.problem("name", "missing required setting 'name' (the connector's unique name)")
             return ""
         if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
-            self.problems.append(f"name={name!r} contains control characters")
+            self.problem("name", f"name={name!r} contains control characters")
         elif "/" in name or "\\" in name or name in (".", ".."):
-            self.problems.append(f"name={name!r}: the connector's name is its checkpoint's folder "
+            self.problem("name", f"name={name!r}: the connector's name is its checkpoint's folder "
                                  f"(<warehouse>/_checkpoints/<name>); it cannot hold / or \\ or be . or ..")
         return name
 
@@ -566,23 +614,23 @@ class _Reader:
         """Exactly one of topics / topics.regex, as Kafka Connect requires for a sink."""
         listed, regex = self.text("topics"), self.text("topics.regex")
         if listed is not None and regex is not None:
-            self.problems.append("topics and topics.regex are both set; keep exactly one of them")
+            self.problem("topics", "topics and topics.regex are both set; keep exactly one of them")
         elif listed is None and regex is None:
-            self.problems.append("missing required setting: one of 'topics' (a comma-separated list) or 'topics.regex'")
+            self.problem("topics", "missing required setting: one of 'topics' (a comma-separated list) or 'topics.regex'")
         topics: tuple[str, ...] = ()
         if listed is not None:
             topics = tuple(t.strip() for t in listed.split(","))
             for topic in topics:
                 if not _TOPIC_NAME.fullmatch(topic):
-                    self.problems.append(
+                    self.problem("topics",
                         f"topics: {topic!r} is not a valid Kafka topic name (1-249 of letters, digits, '.', '_', '-')")
             for dup in sorted({t for t in topics if topics.count(t) > 1}):
-                self.problems.append(f"topics lists {dup!r} more than once")
+                self.problem("topics", f"topics lists {dup!r} more than once")
         if regex is not None:
             try:
                 re.compile(regex)
             except re.error as exc:
-                self.problems.append(f"topics.regex={regex!r} is not a valid regular expression ({exc})")
+                self.problem("topics.regex", f"topics.regex={regex!r} is not a valid regular expression ({exc})")
         return topics, regex
 
     def topic_map(self) -> TopicTableMap | None:
@@ -592,7 +640,7 @@ class _Reader:
         try:
             return TopicTableMap.parse(text)  # untrimmed, so error positions match the value
         except NamingError as exc:
-            self.problems.append(str(exc))
+            self.problem("snowflake.topic2table.map", str(exc))
             return None
 
     def check_dlq_topic(self, dlq: str | None, topics: tuple[str, ...], regex: str | None) -> None:
@@ -606,7 +654,7 @@ class _Reader:
             except re.error:
                 pass
         if consumed:
-            self.problems.append(
+            self.problem("errors.deadletterqueue.topic.name",
                 f"errors.deadletterqueue.topic.name={dlq!r} is one of the topics this connector reads; "
                 "use a separate topic to avoid an infinite loop")
 
@@ -615,7 +663,7 @@ class _Reader:
         own = self.text("bootstrap.servers")
         override = self.text("consumer.override.bootstrap.servers")
         if own and override and own != override:
-            self.problems.append(
+            self.problem("bootstrap.servers",
                 f"bootstrap.servers={own!r} and consumer.override.bootstrap.servers={override!r} "
                 "disagree; keep one")
         return own or override or DEFAULT_BOOTSTRAP
@@ -630,3 +678,31 @@ def _closest_key(key: str) -> str | None:
 
 def _is_ignored(key: str) -> bool:
     return key in IGNORED_KEYS or key.startswith(IGNORED_PREFIXES)
+
+
+class _DescribingReader(_Reader):
+    """A _Reader that notes how each key is read (describe_keys); the first, most
+    specific reading wins (boolean() reads through text())."""
+
+    def __init__(self, settings: Mapping[str, str]):
+        super().__init__(settings)
+        self.uses: dict[str, KeyUse] = {}
+
+    def _note(self, key: str, use: KeyUse) -> None:
+        self.uses.setdefault(key, use)
+
+    def text(self, key: str, default: str | None = None) -> str | None:
+        self._note(key, KeyUse("STRING", default))
+        return super().text(key, default)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        self._note(key, KeyUse("BOOLEAN", str(default).lower()))
+        return super().boolean(key, default)
+
+    def integer(self, key: str, default: int, minimum: int) -> int:
+        self._note(key, KeyUse("INT", str(default)))
+        return super().integer(key, default, minimum)
+
+    def choice(self, key: str, default: str, accepted: tuple[str, ...]) -> str:
+        self._note(key, KeyUse("STRING", default, tuple(accepted)))
+        return super().choice(key, default, accepted)

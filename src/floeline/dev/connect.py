@@ -1,0 +1,138 @@
+"""A real Apache Kafka Connect worker (standalone mode), the reference the floeline
+worker's REST API is checked against: tests send the same requests to it and to
+floeline's RestServer and compare status codes, key sets and error bodies.
+
+Its jars (connect-runtime, the stock FileStream connectors, the JSON converter) come
+from Maven like the local broker's (floeline/resources/connect-pom.xml and
+`mvn dependency:copy-dependencies`), cached once under `cache_dir()`. The worker is a
+child of the process that starts it, listens on a free port of 127.0.0.1 and keeps its
+offsets file and log in a state directory of the caller's choosing."""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from floeline.cache import cache_dir, install_once, installed_stamp
+from floeline.dev.kafka import KAFKA_VERSION
+from floeline.dev.services import HOST, log_tail, require_tools
+from floeline.errors import SetupError
+from floeline.processes import last_lines
+
+_INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
+                 "`apt-get install openjdk-17-jdk-headless maven`")
+
+# WARN and above to stdout, which goes to <state>/connect.log. Properties, not YAML:
+# Connect's classpath has no YAML parser for log4j2.
+_LOG4J2 = """status = warn
+appender.out.type = Console
+appender.out.name = STDOUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = STDOUT
+"""
+
+
+def fetch_connect_jars() -> Path:
+    """The Connect worker's classpath directory, downloaded with Maven on first use and
+    installed atomically (cache.install_once); the stamp is a hash of the pom."""
+    from importlib import resources
+
+    libs = cache_dir() / f"kafka-connect-{KAFKA_VERSION}" / "libs"
+    pom_text = resources.files("floeline.resources").joinpath("connect-pom.xml").read_text("utf-8")
+    stamp = hashlib.sha256(pom_text.encode()).hexdigest()[:16]
+    if installed_stamp(libs) == stamp:
+        return libs
+    require_tools(("java", "mvn"), "the reference Kafka Connect worker needs it to download and "
+                  "run its jars", _INSTALL_HINT)
+    print(f"floeline: downloading the Apache Kafka Connect {KAFKA_VERSION} jars with Maven into "
+          f"{libs} (first run only)...", file=sys.stderr, flush=True)
+
+    def download(tmp: Path) -> Path:
+        pom = tmp / "pom.xml"
+        pom.write_text(pom_text)
+        staged = tmp / "libs"
+        cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+               "-DincludeScope=runtime", f"-DoutputDirectory={staged}"]
+        done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if done.returncode != 0 or not any(staged.glob("connect-runtime-*.jar")):
+            raise SetupError(
+                f"Maven could not fetch the Kafka Connect {KAFKA_VERSION} jars (`{' '.join(cmd)}` "
+                f"exited {done.returncode}); check network access to Maven's repository and "
+                f"your ~/.m2/settings.xml. Maven said:\n"
+                f"{last_lines(done.stdout + done.stderr, 30)}")
+        return staged
+
+    return install_once(libs, stamp, download)
+
+
+class ConnectWorker:
+    """A standalone Connect worker on `bootstrap`, its REST API on a free port.
+    `start()` returns once GET / answers; `url` is http://127.0.0.1:PORT."""
+
+    def __init__(self, bootstrap: str, state_dir: Path, port: int):
+        self.bootstrap, self.state, self.port = bootstrap, Path(state_dir), port
+        self.url = f"http://{HOST}:{port}"
+        self._process: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 120) -> ConnectWorker:
+        require_tools(("java",), "the reference Kafka Connect worker runs on it", _INSTALL_HINT)
+        libs = fetch_connect_jars()
+        self.state.mkdir(parents=True, exist_ok=True)
+        props = self.state / "worker.properties"
+        props.write_text("\n".join(f"{k}={v}" for k, v in {
+            "bootstrap.servers": self.bootstrap,
+            "listeners": self.url,
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "offset.storage.file.filename": self.state / "connect.offsets",
+            "offset.flush.interval.ms": 1000,
+            "plugin.discovery": "only_scan",
+        }.items()) + "\n")
+        log4j = self.state / "log4j2.properties"
+        log4j.write_text(_LOG4J2)
+        log = open(self.state / "connect.log", "ab")  # noqa: SIM115 - the child keeps it
+        cmd = ["java", "-Xms128m", "-Xmx512m", f"-Dlog4j2.configurationFile={log4j}",
+               "-cp", f"{libs}/*", "org.apache.kafka.connect.cli.ConnectStandalone", str(props)]
+        self._process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        log.close()
+        atexit.register(self.stop)  # never outlive the process that started it
+        self._wait_until_serving(timeout_s)
+        return self
+
+    def _wait_until_serving(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise SetupError(f"the Kafka Connect worker exited ({self._process.returncode}) "
+                                 f"during start; last lines of {self.state / 'connect.log'}:\n"
+                                 f"{log_tail(self.state / 'connect.log')}")
+            try:
+                with urllib.request.urlopen(self.url + "/connectors", timeout=2) as answer:
+                    json.load(answer)
+                    return
+            except (OSError, urllib.error.URLError, ValueError):
+                time.sleep(0.3)
+        self.stop()
+        raise SetupError(f"the Kafka Connect worker at {self.url} did not answer within "
+                         f"{timeout_s:.0f}s; last lines of {self.state / 'connect.log'}:\n"
+                         f"{log_tail(self.state / 'connect.log')}")
+
+    def stop(self) -> None:
+        if self._process is None or self._process.poll() is not None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout=10)

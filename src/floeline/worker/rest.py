@@ -1,0 +1,562 @@
+"""Kafka Connect's REST API (Apache Kafka 4.x) over the worker's herder.
+
+Same paths, bodies, status codes and error body ({"error_code": N, "message": ...}) as
+a Connect worker, so kcctl, AKHQ, kafka-ui, Terraform or curl drive floeline unchanged;
+tests/worker/test_rest_shapes.py checks them against a real Connect worker. Where
+Connect answers 500 for a client's mistake (malformed or empty JSON, a connector
+unknown to restart, an unknown plugin to validate) floeline answers 400 or 404.
+
+The server is the standard library's threading HTTP server: one thread per request,
+none holding a lock while it waits, so slow clients or many at once do not touch the
+connectors' queries (the herder's methods return at once; pause, resume, stop are
+asynchronous as in Connect). Configs go out masked (masking.py); a masked secret sent
+back keeps the stored one. Optional Basic auth (auth.py) and TLS come from the worker's
+keys:
+
+    listeners=http://127.0.0.1:8083 | https://HOST:PORT   (one listener; port 0: any free)
+    listeners.https.ssl.certificate.location=PEM certificate (chain)
+    listeners.https.ssl.key.location=PEM private key (or in the certificate's file)
+    listeners.https.ssl.key.password=the key's passphrase, if it has one
+    rest.auth.users.file=users file (auth.py)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import ssl
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from prometheus_client import REGISTRY
+from prometheus_client.exposition import choose_encoder
+
+from floeline import __version__
+from floeline.errors import ConfigError
+from floeline.secrets import scrub
+from floeline.worker import validation
+from floeline.worker.auth import REALM, USERS_FILE_KEY, Users, load_users
+from floeline.worker.errors import BadRequest, NotFound, RestError
+from floeline.worker.masking import mask_config, mask_info, mask_tasks, unmask_config
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LISTENER = "http://127.0.0.1:8083"
+HEALTHY = {"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."}
+INITIAL_STATES = ("RUNNING", "PAUSED", "STOPPED")
+_MAX_BODY = 16 * 1024 * 1024
+
+
+# ---------------------------------------------------------------- settings
+
+@dataclass(frozen=True)
+class RestSettings:
+    """The REST listener's keys, read from the worker's properties."""
+
+    scheme: str = "http"
+    host: str = "127.0.0.1"
+    port: int = 8083
+    certificate: str | None = None
+    key: str | None = None
+    key_password: str | None = None
+    users_file: str | None = None
+
+    @staticmethod
+    def from_properties(props: Mapping[str, str]) -> RestSettings:
+        listener = (props.get("listeners") or DEFAULT_LISTENER).strip()
+        if "," in listener:
+            raise ConfigError(f"listeners={listener}: the worker serves one listener; keep one of them")
+        match = re.fullmatch(r"(https?)://(\[[0-9a-fA-F:]+\]|[^:/\s]*):(\d{1,5})/?", listener)
+        if not match or int(match[3]) > 65535:
+            raise ConfigError(f"listeners={listener!r} is not a listener; write it as "
+                              f"http://HOST:PORT or https://HOST:PORT (default {DEFAULT_LISTENER})")
+        scheme, host, port = match[1], match[2].strip("[]") or "127.0.0.1", int(match[3])
+        cert = _blank_none(props.get("listeners.https.ssl.certificate.location"))
+        key = _blank_none(props.get("listeners.https.ssl.key.location"))
+        if scheme == "https" and cert is None:
+            raise ConfigError(f"listeners={listener} needs listeners.https.ssl.certificate.location "
+                              f"(a PEM certificate) and listeners.https.ssl.key.location (its PEM key)")
+        if scheme == "http" and (cert or key):
+            raise ConfigError("listeners.https.ssl.* are set but listeners is http://...; "
+                              "use https://HOST:PORT or remove them")
+        return RestSettings(scheme, host, port, cert, key,
+                            _blank_none(props.get("listeners.https.ssl.key.password")),
+                            _blank_none(props.get(USERS_FILE_KEY)))
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        if self.scheme != "https":
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(self.certificate, self.key, self.key_password)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"listeners.https.ssl.certificate.location={self.certificate} / "
+                f"listeners.https.ssl.key.location={self.key}: cannot load the PEM certificate and "
+                f"key ({getattr(exc, 'strerror', None) or exc}); check the paths and "
+                f"listeners.https.ssl.key.password") from None
+        return context
+
+
+def _blank_none(value: str | None) -> str | None:
+    return value.strip() if value and value.strip() else None
+
+
+def worker_properties(settings) -> Mapping[str, str]:
+    """The worker's keys: `settings` itself when a mapping, else its `properties` or `raw`."""
+    if isinstance(settings, Mapping):
+        return settings
+    for name in ("properties", "raw"):
+        found = getattr(settings, name, None)
+        if isinstance(found, Mapping):
+            return found
+    return {}
+
+
+# ---------------------------------------------------------------- requests and replies
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    body: bytes
+    headers: Mapping[str, str]
+
+    def json(self):
+        """The body as JSON; malformed or empty -> 400 (Connect answers 500)."""
+        text = self.body.decode("utf-8", errors="replace").strip()
+        if not text:
+            raise BadRequest("The request body is empty; send a JSON document")
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise BadRequest(f"The request body is not valid JSON: {exc}") from None
+
+    def flag(self, name: str) -> bool:
+        """A boolean query parameter as Jersey reads it: true only when "true"."""
+        return any(v.strip().lower() == "true" for v in self.query.get(name, []))
+
+
+@dataclass
+class Reply:
+    status: int
+    body: object = None  # JSON-able; None: no body
+    headers: dict[str, str] | None = None
+    raw: bytes | None = None  # a body that is not JSON (/metrics)
+    content_type: str = "application/json"
+
+
+def error_reply(status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, {"error_code": status, "message": scrub(message)}, headers)
+
+
+# ---------------------------------------------------------------- the API
+
+class ConnectApi:
+    """The endpoints, as methods taking the request and the path's parts."""
+
+    def __init__(self, herder, base_url: Callable[[], str]):
+        self.herder, self._base_url = herder, base_url
+
+    # -- worker
+    def root(self, req: Request) -> Reply:
+        """floeline's version; no build commit is recorded ("unknown"); the Kafka cluster
+        id when the herder knows it (its `kafka_cluster_id`), else null."""
+        cluster = getattr(self.herder, "kafka_cluster_id", None)
+        return Reply(200, {"version": __version__, "commit": "unknown",
+                           "kafka_cluster_id": cluster() if callable(cluster) else cluster})
+
+    def health(self, req: Request) -> Reply:
+        return Reply(200, HEALTHY)
+
+    def metrics(self, req: Request) -> Reply:
+        """Every connector's metrics; a herder with `before_scrape()` refreshes what is
+        measured on demand (the sources' heads, hence lag) first, as `floeline run` does."""
+        refresh = getattr(self.herder, "before_scrape", None)
+        if callable(refresh):
+            refresh()
+        encoder, content_type = choose_encoder(req.headers.get("Accept"))
+        return Reply(200, raw=encoder(REGISTRY), content_type=content_type)
+
+    # -- connectors
+    def list_connectors(self, req: Request) -> Reply:
+        names = self.herder.connectors()
+        expand = [e for value in req.query.get("expand", []) for e in value.split(",")]
+        if not any(e in ("status", "info") for e in expand):
+            return Reply(200, names)
+        found = {}
+        for name in names:
+            try:
+                entry = {}
+                if "status" in expand:
+                    entry["status"] = self._status(name)
+                if "info" in expand:
+                    entry["info"] = mask_info(self.herder.info(name))
+                found[name] = entry
+            except NotFound:  # deleted meanwhile
+                continue
+        return Reply(200, found)
+
+    def create(self, req: Request) -> Reply:
+        body = req.json()
+        if not isinstance(body, dict):
+            raise BadRequest('The request body must be a JSON object: {"name": ..., "config": {...}}')
+        name = body.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise BadRequest('The request body has no connector "name": send {"name": ..., "config": {...}}')
+        name = name.strip()
+        config = _config_of(body.get("config"), '"config"')
+        _put_name(config, name)
+        state = body.get("initial_state") or "RUNNING"
+        if not isinstance(state, str) or state.upper() not in INITIAL_STATES:
+            raise BadRequest(f"initial_state={state!r} is not valid; accepted values: {', '.join(INITIAL_STATES)}")
+        offsets = body.get("offsets")
+        if offsets is not None and not isinstance(offsets, list):
+            raise BadRequest('"offsets" must be a list of {"partition": {...}, "offset": {...}}')
+        self.herder.create(name, config, state.upper(), offsets)
+        return Reply(201, mask_info(self.herder.info(name)),
+                     {"Location": f"{self._base_url()}/connectors/{quote(name, safe='')}"})
+
+    def get_connector(self, req: Request, name: str) -> Reply:
+        return Reply(200, mask_info(self.herder.info(name)))
+
+    def delete(self, req: Request, name: str) -> Reply:
+        self.herder.delete(name)
+        return Reply(204)
+
+    def get_config(self, req: Request, name: str) -> Reply:
+        return Reply(200, mask_config(self.herder.config(name)))
+
+    def put_config(self, req: Request, name: str) -> Reply:
+        config = _config_of(req.json(), "the request body")
+        _put_name(config, name)
+        config = unmask_config(config, self._stored(name))
+        created = self.herder.put_config(name, config)
+        info = mask_info(self.herder.info(name))
+        if created:
+            return Reply(201, info, {"Location": f"{self._base_url()}/connectors/{quote(name, safe='')}"})
+        return Reply(200, info)
+
+    def patch_config(self, req: Request, name: str) -> Reply:
+        patch = _config_of(req.json(), "the request body", allow_null=True)
+        given = patch.get("name")
+        if given is not None and given != name:
+            raise BadRequest(f"Connector name configuration ({given}) doesn't match connector name "
+                             f"in the URL ({name})")
+        patch = unmask_config(patch, self.herder.config(name))
+        self.herder.patch_config(name, patch)
+        return Reply(200, mask_info(self.herder.info(name)))
+
+    def status(self, req: Request, name: str) -> Reply:
+        return Reply(200, self._status(name))
+
+    def pause(self, req: Request, name: str) -> Reply:
+        self.herder.pause(name)
+        return Reply(202)
+
+    def resume(self, req: Request, name: str) -> Reply:
+        self.herder.resume(name)
+        return Reply(202)
+
+    def stop(self, req: Request, name: str) -> Reply:
+        self.herder.stop(name)
+        return Reply(204)  # Connect 4.x answers 204 to stop (202 to pause and resume)
+
+    def restart(self, req: Request, name: str) -> Reply:
+        status = self.herder.restart(name, include_tasks=req.flag("includeTasks"),
+                                     only_failed=req.flag("onlyFailed"))
+        return Reply(204) if status is None else Reply(202, _with_versions(status))
+
+    def tasks(self, req: Request, name: str) -> Reply:
+        return Reply(200, mask_tasks(self.herder.tasks(name)))
+
+    def task_status(self, req: Request, name: str, task: str) -> Reply:
+        for entry in self._status(name).get("tasks", []):
+            if entry.get("id") == int(task):
+                return Reply(200, entry)
+        raise NotFound(f"No status found for task {name}-{int(task)}")
+
+    def restart_task(self, req: Request, name: str, task: str) -> Reply:
+        self.herder.restart_task(name, int(task))
+        return Reply(204)
+
+    def topics(self, req: Request, name: str) -> Reply:
+        return Reply(200, {name: {"topics": list(self.herder.topics(name))}})
+
+    def reset_topics(self, req: Request, name: str) -> Reply:
+        # floeline's topics are what the tables hold; there is no separate set to reset.
+        self.herder.config(name)  # NotFound for an unknown connector
+        return Reply(202)
+
+    # -- offsets
+    def get_offsets(self, req: Request, name: str) -> Reply:
+        return Reply(200, self.herder.offsets(name))
+
+    def alter_offsets(self, req: Request, name: str) -> Reply:
+        body = req.json()
+        offsets = body.get("offsets") if isinstance(body, dict) else None
+        if not isinstance(offsets, list):
+            raise BadRequest('The request body must be {"offsets": [{"partition": {...}, "offset": {...}}, ...]}')
+        if not offsets:
+            raise BadRequest("Partitions / offsets need to be provided for an alter offsets request")
+        return Reply(200, {"message": self.herder.alter_offsets(name, offsets)})
+
+    def reset_offsets(self, req: Request, name: str) -> Reply:
+        return Reply(200, {"message": self.herder.reset_offsets(name)})
+
+    # -- plugins
+    def plugins(self, req: Request) -> Reply:
+        return Reply(200, validation.connector_plugins())
+
+    def plugin_config(self, req: Request, plugin: str) -> Reply:
+        return Reply(200, validation.plugin_config(plugin))
+
+    def validate(self, req: Request, plugin: str) -> Reply:
+        validation.plugin_class(plugin)  # 404 for an unknown plugin before reading the body
+        config = _config_of(req.json(), "the request body")
+        return Reply(200, validation.validate(plugin, config))
+
+    # -- helpers
+    def _status(self, name: str) -> dict:
+        return _with_versions(self.herder.status(name))
+
+    def _stored(self, name: str) -> dict[str, str] | None:
+        try:
+            return self.herder.config(name)
+        except NotFound:
+            return None
+
+
+def _with_versions(status: dict) -> dict:
+    """A status with the plugin "version" Connect 4.x puts on the connector and each task,
+    and its traces scrubbed of any secret value."""
+    def entry(state: dict) -> dict:
+        out = {**state, "version": state.get("version", __version__)}
+        if isinstance(out.get("trace"), str):
+            out["trace"] = scrub(out["trace"])
+        return out
+
+    out = dict(status)
+    if isinstance(out.get("connector"), dict):
+        out["connector"] = entry(out["connector"])
+    out["tasks"] = [entry(t) for t in out.get("tasks", [])]
+    return out
+
+
+def _config_of(value, what: str, allow_null: bool = False) -> dict[str, str | None]:
+    """A config sent as JSON: an object of strings (numbers and booleans are taken as
+    their text, as Connect does); null only where it removes a key (PATCH)."""
+    if not isinstance(value, dict):
+        raise BadRequest(f"{what} must be a JSON object of config keys and string values")
+    config: dict[str, str | None] = {}
+    for key, item in value.items():
+        if isinstance(item, bool):
+            config[key] = "true" if item else "false"
+        elif isinstance(item, (str, int, float)):
+            config[key] = str(item)
+        elif item is None and allow_null:
+            config[key] = None
+        else:
+            raise BadRequest(f"config key {key!r} has a {type(item).__name__ if item is not None else 'null'} "
+                             f"value; give it a string")
+    return config
+
+
+def _put_name(config: dict, name: str) -> None:
+    """The connector's name goes into its config, as Connect puts it; a different one is an error."""
+    given = config.get("name")
+    if given is not None and given != name:
+        raise BadRequest(f"Connector name configuration ({given}) doesn't match connector name in the URL ({name})")
+    config["name"] = name
+
+
+# ---------------------------------------------------------------- routing
+
+_NAME = r"(?P<name>[^/]+)"
+_TASK = r"(?P<task>[0-9]+)"
+_PLUGIN = r"(?P<plugin>[^/]+)"
+ROUTES: list[tuple[re.Pattern, dict[str, str]]] = [(re.compile(f"^{p}$"), m) for p, m in [
+    ("/", {"GET": "root"}),
+    ("/health", {"GET": "health"}),
+    ("/metrics", {"GET": "metrics"}),
+    ("/connectors", {"GET": "list_connectors", "POST": "create"}),
+    (f"/connectors/{_NAME}", {"GET": "get_connector", "DELETE": "delete"}),
+    (f"/connectors/{_NAME}/config", {"GET": "get_config", "PUT": "put_config", "PATCH": "patch_config"}),
+    (f"/connectors/{_NAME}/status", {"GET": "status"}),
+    (f"/connectors/{_NAME}/pause", {"PUT": "pause"}),
+    (f"/connectors/{_NAME}/resume", {"PUT": "resume"}),
+    (f"/connectors/{_NAME}/stop", {"PUT": "stop"}),
+    (f"/connectors/{_NAME}/restart", {"POST": "restart"}),
+    (f"/connectors/{_NAME}/tasks", {"GET": "tasks"}),
+    (f"/connectors/{_NAME}/tasks/{_TASK}/status", {"GET": "task_status"}),
+    (f"/connectors/{_NAME}/tasks/{_TASK}/restart", {"POST": "restart_task"}),
+    (f"/connectors/{_NAME}/topics", {"GET": "topics"}),
+    (f"/connectors/{_NAME}/topics/reset", {"PUT": "reset_topics"}),
+    (f"/connectors/{_NAME}/offsets", {"GET": "get_offsets", "PATCH": "alter_offsets",
+                                      "DELETE": "reset_offsets"}),
+    ("/connector-plugins", {"GET": "plugins"}),
+    (f"/connector-plugins/{_PLUGIN}/config", {"GET": "plugin_config"}),
+    (f"/connector-plugins/{_PLUGIN}/config/validate", {"PUT": "validate"}),
+]]
+
+
+def route(api: ConnectApi, req: Request) -> Reply:
+    """The reply to `req`: its endpoint's, or Connect's 404 / 405, or the error's body."""
+    path = req.path.rstrip("/") or "/"
+    for pattern, methods in ROUTES:
+        match = pattern.match(path)
+        if match is None:
+            continue
+        method = methods.get("GET" if req.method == "HEAD" else req.method)
+        if method is None:
+            return error_reply(405, "HTTP 405 Method Not Allowed")
+        params = {k: unquote(v) for k, v in match.groupdict().items()}
+        try:
+            return getattr(api, method)(req, **params)
+        except RestError as exc:
+            return error_reply(exc.status, str(exc))
+        except ConfigError as exc:  # a config the herder refused without a RestError
+            return error_reply(400, str(exc))
+        except Exception as exc:  # noqa: BLE001 - the client gets Connect's 500 body, the log the trace
+            log.error("REST %s %s failed:\n%s", req.method, req.path, scrub(traceback.format_exc()))
+            return error_reply(500, f"{type(exc).__name__}: {exc}")
+    return error_reply(404, "HTTP 404 Not Found")
+
+
+# ---------------------------------------------------------------- the server
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # many clients at once queue instead of being refused
+
+
+class RestServer:
+    """The REST API on the worker's listener. `start()` returns self once it accepts
+    requests and tells the herder its worker id (HOST:PORT)."""
+
+    def __init__(self, settings, herder):
+        self.settings = RestSettings.from_properties(worker_properties(settings))
+        self.users: Users | None = load_users(self.settings.users_file) if self.settings.users_file else None
+        self.herder = herder
+        self.api = ConnectApi(herder, lambda: self.url)
+        self._server = _Server((self.settings.host, self.settings.port), _handler_for(self))
+        context = self.settings.tls_context()
+        if context is not None:
+            # The handshake runs on the request's thread (first read), not in accept().
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True,
+                                                      do_handshake_on_connect=False)
+        self.port = self._server.server_address[1]
+        self.host = self.settings.host
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
+                                        name="floeline-rest", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.settings.scheme}://{host}:{self.port}"
+
+    def start(self) -> RestServer:
+        if hasattr(self.herder, "set_worker_id"):
+            self.herder.set_worker_id(f"{self.host}:{self.port}")
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _handler_for(server: RestServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = f"floeline/{__version__}"
+        timeout = 120  # a client silent this long (mid-request or idle keep-alive) is dropped
+
+        def _serve(self) -> None:
+            try:
+                reply = self._reply()
+            except _Unreadable as exc:
+                reply = error_reply(400, str(exc))
+                self.close_connection = True
+            self._send(reply)
+
+        def _reply(self) -> Reply:
+            parts = urlsplit(self.path)
+            body = self._read_body()
+            if server.users is not None and not server.users.check_header(self.headers.get("Authorization")):
+                return error_reply(401, "Authentication required: send HTTP Basic credentials of a "
+                                        "user in the worker's rest.auth.users.file",
+                                   {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'})
+            request = Request(self.command, parts.path, parse_qs(parts.query, keep_blank_values=True),
+                              body, self.headers)
+            return route(server.api, request)
+
+        def _read_body(self) -> bytes:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                return self._read_chunked()
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                raise _Unreadable("Content-Length is not a number") from None
+            if length > _MAX_BODY:
+                raise _Unreadable(f"the request body is larger than {_MAX_BODY} bytes")
+            return self.rfile.read(length) if length > 0 else b""
+
+        def _read_chunked(self) -> bytes:
+            data = b""
+            while True:
+                size_line = self.rfile.readline(1024).split(b";")[0].strip()
+                try:
+                    size = int(size_line, 16)
+                except ValueError:
+                    raise _Unreadable("malformed chunked request body") from None
+                if size == 0:
+                    while self.rfile.readline(1024).strip():
+                        pass
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline(16)
+                if len(data) > _MAX_BODY:
+                    raise _Unreadable(f"the request body is larger than {_MAX_BODY} bytes")
+
+        def _send(self, reply: Reply) -> None:
+            payload = reply.raw
+            if payload is None and reply.body is not None:
+                payload = json.dumps(reply.body).encode("utf-8")
+            try:
+                self.send_response(reply.status)
+                for key, value in (reply.headers or {}).items():
+                    self.send_header(key, value)
+                if payload is not None:
+                    self.send_header("Content-Type", reply.content_type)
+                self.send_header("Content-Length", str(len(payload or b"")))
+                self.end_headers()
+                if payload and self.command != "HEAD":
+                    self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                self.close_connection = True
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
+
+        def handle(self):
+            try:
+                super().handle()
+            except (ssl.SSLError, ConnectionResetError, BrokenPipeError, TimeoutError):
+                pass  # a client that failed its TLS handshake or went away
+
+        def log_message(self, *_args):  # no line per request on the worker's output
+            pass
+
+    return Handler
+
+
+class _Unreadable(Exception):
+    """The request's body cannot be read (bad length or chunking)."""
+
