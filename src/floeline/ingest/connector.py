@@ -95,7 +95,7 @@ class Connector:
         checkpoint = self.config.checkpoint_dir
         has_checkpoint = checkpoint_follows_changes(
             self.pipeline.warehouse.storage_for(checkpoint), checkpoint,
-            self.pipeline.offsets_changes(), self._has_checkpoint(), self.config.name)
+            self.pipeline.offsets_changes(channels), self._has_checkpoint(), self.config.name)
         return self.source.open(self.spark, committed, has_checkpoint)
 
     def run(self, until_caught_up: bool = False) -> None:

@@ -101,11 +101,12 @@ class Pipeline:
         result.earliest -= set(result.positions) | result.finished
         return result
 
-    def offsets_changes(self) -> set[str]:
-        """The ids of the offsets changes the tables read so far follow from (see
+    def offsets_changes(self, channels) -> set[str]:
+        """The ids of the offsets changes the channels' tables follow from (see
         ingest/checkpoint_guard.py)."""
-        return {state.committed.change for state in self.tables.states.values()
-                if state.committed.change is not None}
+        states = (self.tables.state(self.table_of_route(route))
+                  for route in {channel.route for channel in channels})
+        return {state.committed.change for state in states if state.committed.change is not None}
 
 
 def commit_check(tables_: Tables, source):
