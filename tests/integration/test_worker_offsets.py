@@ -13,7 +13,7 @@ import pytest
 
 from floeline.dev import kafka as devkafka
 from floeline.ingest.checkpoint_guard import marker_location
-from floeline.sources.kafka import produce
+from floeline.sources.kafka import KafkaCluster, group_id, produce
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.offsets_changes import (OffsetsChange, changed_positions,
                                                 commit_offsets_change, offsets_changes)
@@ -60,6 +60,9 @@ def test_alter_replays_and_skips_reset_redelivers(kafka, spark, topic_name, make
     # Rewind partition 0 to 10: records 10..19 are appended again.
     assert alter_offsets(config, spark, kafka_offsets(topic, {0: 10}), "alice") == ALTERED
     assert connector_offsets(config, spark) == kafka_offsets(topic, {0: 10, 1: 20})
+    group = KafkaCluster(kafka)
+    assert group.group_offsets(group_id(config.name), [(topic, 0), (topic, 1)]) == {
+        (topic, 0): 10, (topic, 1): 20}  # the mirror follows, as Connect's consumer group
     run_connector(config)
     counts = rows_per_offset(read_table(table))
     assert sum(counts.values()) == 40 + 10
@@ -96,6 +99,7 @@ def test_alter_replays_and_skips_reset_redelivers(kafka, spark, topic_name, make
     # DELETE: every record is delivered again.
     assert reset_offsets(config, spark, "dave") == RESET
     assert connector_offsets(config, spark) == []
+    assert group.group_offsets(group_id(config.name), [(topic, 0), (topic, 1)]) == {}
     run_connector(config)
     counts = rows_per_offset(read_table(table))
     assert sum(counts.values()) == 65 + 60
@@ -173,3 +177,50 @@ def test_a_crash_between_the_change_and_the_checkpoint_still_ends_with_the_chang
     run_connector(config)
     counts = rows_per_offset(read_table(topic.upper()))
     assert counts[(0, 10)] == 2 and counts[(0, 11)] == 2 and sum(counts.values()) == 18 + 2
+
+
+# ---- Kinesis ----------------------------------------------------------------------------
+
+def test_kinesis_offsets_are_shards_and_sequence_numbers(aws, warehouse, spark, run_connector,
+                                                         read_table):
+    """GET shows the last sequence number per shard; PATCH replays after a sequence
+    number; DELETE starts every shard at TRIM_HORIZON, not at the lease table's
+    checkpoint (which the connector advanced)."""
+    import uuid
+
+    from floeline.config import config_from_dict
+    from kinesis_io import create_stream, put, stream_name
+
+    stream = stream_name("offsets")
+    create_stream(aws, stream, shards=1)
+    placed = put(aws, stream, [{"n": i} for i in range(6)])
+    name = f"k{uuid.uuid4().hex[:6]}"
+    config = config_from_dict({
+        "name": name, "floeline.source": "kinesis", "kinesis.stream.name": stream,
+        "kinesis.application.name": f"app-{name}", "aws.region": aws.region,
+        "aws.access.key.id": aws.access_key_id, "aws.secret.access.key": aws.secret_access_key,
+        "kinesis.endpoint": aws.kinesis_endpoint, "dynamodb.endpoint": aws.dynamodb_endpoint,
+        "floeline.warehouse": warehouse, "buffer.flush.time": "1"})
+    shard = placed[0][0]
+    run_connector(config)
+
+    def entry(sequence):
+        return {"partition": {"stream": stream, "shard": shard}, "offset": {"sequence_number": sequence}}
+
+    def sequences():
+        return Counter(r["q"] for r in read_table(stream.upper()).selectExpr(
+            "RECORD_METADATA:sequenceNumber::string AS q").collect())
+
+    assert connector_offsets(config, spark) == [entry(placed[-1][1])]
+    with pytest.raises(BadRequest, match=r"offsets\[0\] is a Kafka partition"):
+        alter_offsets(config, spark, kafka_offsets(stream, {0: 1}), "ivan")
+
+    assert alter_offsets(config, spark, [entry(placed[2][1])], "ivan") == ALTERED
+    run_connector(config)
+    assert sequences() == Counter({q: 1 for _s, q in placed[:3]} | {q: 2 for _s, q in placed[3:]})
+
+    assert reset_offsets(config, spark, "judy") == RESET
+    assert connector_offsets(config, spark) == []
+    run_connector(config)
+    assert sequences() == Counter({q: 2 for _s, q in placed[:3]} | {q: 3 for _s, q in placed[3:]})
+    assert connector_offsets(config, spark) == [entry(placed[-1][1])]

@@ -365,6 +365,21 @@ class KafkaCluster:
         self.call(f"AlterConsumerGroupOffsets of group {group}", alter, policy)
 
 
+    def delete_group(self, group: str, policy: RetryPolicy | None = None) -> None:
+        """Delete the group and its committed offsets (as Connect resets a stopped sink
+        connector's offsets); a group that does not exist is already deleted."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        def delete(timeout_s):
+            try:
+                self.admin.delete_consumer_groups([group], request_timeout=timeout_s)[group].result()
+            except KafkaException as exc:
+                error = kafka_error(exc)
+                if error is None or error.code() != KafkaError.GROUP_ID_NOT_FOUND:
+                    raise
+        self.call(f"DeleteGroups of group {group}", delete, policy)
+
+
 # Kafka errors that pass by themselves: a broker or coordinator starting or moving, a
 # leader election, a connection that dropped. librdkafka flags many as retriable
 # (KafkaError.retriable()), but not in every admin result (a loading coordinator is

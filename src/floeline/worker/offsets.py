@@ -25,6 +25,7 @@ request can be sent again."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 
 from floeline.config import ConnectorConfig
@@ -38,6 +39,11 @@ from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.offsets_changes import (OffsetsChange, changed_positions,
                                                 commit_offsets_change)
 from floeline.worker.errors import BadRequest
+
+log = logging.getLogger("floeline")
+
+# The consumer group is a mirror: asking it gives up after this many seconds.
+MIRROR_BOUND_S = 10.0
 
 ALTERED = "The offsets for this connector have been altered successfully"
 RESET = "The offsets for this connector have been reset successfully"
@@ -299,9 +305,11 @@ def alter_offsets(config: ConnectorConfig, spark, offsets: list[dict], requested
                 f"offsets[{index}]: {_describe(config.source, unknown[0])} is not read by connector "
                 f"{config.name} (it reads {', '.join(listed) or 'nothing yet'}); name one of its "
                 f"{'shards' if config.source == 'kinesis' else 'partitions'}")
-        positions = (_kinesis_positions(requested) if config.source == "kinesis"
+        positions = (dict(requested.starts) if config.source == "kinesis"
                      else _kafka_positions(tables_, requested, offsets))
         _apply(tables_, positions, requested.finished, OffsetsChange(requested_by, "alter"))
+        if config.source == "kafka":
+            _mirror_to_group(tables_, positions)
     return ALTERED
 
 
@@ -314,6 +322,11 @@ def reset_offsets(config: ConnectorConfig, spark, requested_by: str) -> str:
             channels = ({c.id for c in tables_.channels if tables_.table_of(c.id) == state.ref}
                         | set(state.committed.positions) | state.committed.finished)
             _commit(tables_, state, {c: None for c in channels}, set(), change)
+        if config.source == "kafka":
+            # A channel whose table does not exist yet falls back to the consumer group.
+            source = tables_.source
+            _mirror(f"delete consumer group {source.group}",
+                    lambda: source.cluster.delete_group(source.group, _mirror_policy(tables_)))
     return RESET
 
 
@@ -322,10 +335,6 @@ def _channel_of(kind: str, entry: dict) -> str:
     if kind == "kinesis":
         return f"{partition['stream']}/{partition['shard']}"
     return f"{partition['kafka_topic']}/{int(partition['kafka_partition'])}"
-
-
-def _kinesis_positions(requested: Requested) -> dict[str, str | None]:
-    return dict(requested.starts)
 
 
 def _kafka_positions(tables_: ConnectorTables, requested: Requested, offsets: list[dict]
@@ -351,6 +360,29 @@ def _kafka_positions(tables_: ConnectorTables, requested: Requested, offsets: li
                 f"offset from {first} to {end}, or null for the earliest record")
         positions[channel] = None if next_offset <= first else str(next_offset - 1)
     return positions
+
+
+def _mirror_to_group(tables_: ConnectorTables, positions: dict[str, str | None]) -> None:
+    """Set the consumer group's offsets to the new ones, as Connect does, so lag tools
+    show the change at once (a mirror: the tables hold the truth)."""
+    from floeline.sources.kafka import topic_partition
+
+    source = tables_.source
+    nexts = {topic_partition(c): int(p) + 1 for c, p in positions.items() if p is not None}
+    if nexts:
+        _mirror(f"set consumer group {source.group}'s offsets",
+                lambda: source.cluster.commit_group_offsets(source.group, nexts, _mirror_policy(tables_)))
+
+
+def _mirror_policy(tables_: ConnectorTables):
+    return tables_.config.retry.at_most(MIRROR_BOUND_S)
+
+
+def _mirror(what: str, call) -> None:
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - a mirror only: the change is in the tables
+        log.warning("offsets changed in the tables, but could not %s: %s", what, exc)
 
 
 def _apply(tables_: ConnectorTables, positions: dict[str, str | None], finished: set[str],
