@@ -173,3 +173,11 @@ def test_an_unreadable_marker_counts_as_before_every_change(tmp_path):
     files.write_text(marker_location(checkpoint), "not json")
     assert read_marker(files, checkpoint) == set()
     assert checkpoint_follows_changes(files, checkpoint, {"x"}, True, "c") is False
+
+
+def test_the_kinesis_spec_carries_the_shards_reset_to_earliest():
+    from floeline.sources.kinesis.spec import Spec
+
+    spec = Spec.parse(json.dumps({"streams": ["ev"], "earliest": ["ev/a"], "committed": {"ev/b": "5"}}))
+    assert spec.earliest == frozenset({"ev/a"}) and spec.committed == {"ev/b": "5"}
+    assert Spec.parse(json.dumps({"streams": ["ev"]})).earliest == frozenset()
