@@ -24,6 +24,7 @@ import time
 from floeline import retry, startup
 from floeline.config import ConnectorConfig, locations
 from floeline.errors import FloelineError, QueryError, ServiceUnavailable, storage_full
+from floeline.ingest.checkpoint_guard import checkpoint_follows_changes
 from floeline.ingest.general import run_general_batch
 from floeline.ingest.metrics import ConnectorMetrics
 from floeline.ingest.onepass import batch_range, run_one_pass_batch
@@ -84,13 +85,18 @@ class Connector:
 
     def build_stream(self):
         """The source's streaming DataFrame, each channel starting right after the
-        position its table holds."""
+        position its table holds (a Spark checkpoint made before an offsets change of
+        the tables is set aside first: checkpoint_guard.py)."""
         channels = self.source.channels()
         self.routes = sorted({c.route for c in channels})
         committed = self.pipeline.committed(channels)
         self.metrics.started(committed)
         self.pipeline.sink.start()  # e.g. SNOWPIPE: staged files a crash left behind
-        return self.source.open(self.spark, committed, self._has_checkpoint())
+        checkpoint = self.config.checkpoint_dir
+        has_checkpoint = checkpoint_follows_changes(
+            self.pipeline.warehouse.storage_for(checkpoint), checkpoint,
+            self.pipeline.offsets_changes(channels), self._has_checkpoint(), self.config.name)
+        return self.source.open(self.spark, committed, has_checkpoint)
 
     def run(self, until_caught_up: bool = False) -> None:
         """Run the connector: until the source is caught up, or until `stop()` (which

@@ -82,7 +82,8 @@ class Pipeline:
     def committed(self, channels) -> Committed:
         """What the tables hold for the source's channels: each listed channel's
         position from its route's table, and every other channel those tables hold
-        (e.g. a closed Kinesis shard no longer listed), with the finished ones."""
+        (e.g. a closed Kinesis shard no longer listed), with the finished ones and
+        those an offsets change reset to their earliest record."""
         result = Committed()
         by_table: dict[str, Committed] = {}
         for channel in channels:
@@ -91,11 +92,21 @@ class Pipeline:
             position = state.committed.positions.get(channel.id)
             if position is not None:
                 result.positions[channel.id] = position
+            elif channel.id in state.committed.earliest:
+                result.earliest.add(channel.id)
         for held in by_table.values():
             for channel, position in held.positions.items():
                 result.positions.setdefault(channel, position)
             result.finished |= held.finished
+        result.earliest -= set(result.positions) | result.finished
         return result
+
+    def offsets_changes(self, channels) -> set[str]:
+        """The ids of the offsets changes the channels' tables follow from (see
+        ingest/checkpoint_guard.py)."""
+        states = (self.tables.state(self.table_of_route(route))
+                  for route in {channel.route for channel in channels})
+        return {state.committed.change for state in states if state.committed.change is not None}
 
 
 def commit_check(tables_: Tables, source):

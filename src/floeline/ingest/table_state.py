@@ -48,8 +48,9 @@ class TableState:
 
     def after(self, positions: dict[str, str], finished=frozenset()) -> Committed:
         """This table's positions once `positions` and `finished` are committed."""
-        return Committed({**self.committed.positions, **positions},
-                         self.committed.finished | set(finished))
+        held = self.committed
+        return Committed({**held.positions, **positions}, held.finished | set(finished),
+                         held.earliest - set(positions) - set(finished), held.change)
 
     # ---- changes: only through these ---------------------------------------------
 

@@ -87,10 +87,18 @@ class Channel:
 @dataclass
 class Committed:
     """What the tables hold for a connector: the last committed position per channel
-    and the channels that are finished (a closed shard, a loaded file)."""
+    and the channels that are finished (a closed shard, a loaded file).
+
+    An offsets change (the worker's offsets API) may also leave `earliest`: channels
+    reset to their earliest record that have committed nothing since, which start at
+    the source's earliest record, not at its own fallback (consumer group, lease table,
+    initial position); and `change`: the id of the latest offsets change these positions
+    follow from, which a Spark checkpoint made before it must not override."""
 
     positions: dict[str, str] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
+    earliest: set[str] = field(default_factory=set)
+    change: str | None = None
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,9 @@ class KafkaSource:
 
     def start_offsets(self, committed: Committed) -> dict[tuple[str, int], int]:
         """Where each partition starts when there is no Spark checkpoint: after the
-        offset its table holds; else the consumer group's offset (Snowflake's rule
-        when the offset token is NULL); else the earliest (-2)."""
+        offset its table holds; the earliest (-2) when an offsets change reset it there;
+        else the consumer group's offset (Snowflake's rule when the offset token is
+        NULL); else the earliest."""
         partitions = [topic_partition(c.id) for c in self.channels()]
         group = self.cluster.group_offsets(self.group, partitions)
         earliest = self.cluster.earliest(partitions)
@@ -88,6 +89,8 @@ class KafkaSource:
             position = committed.positions.get(channel_id(*tp))
             if position is not None:
                 starts[tp] = int(position) + 1
+            elif channel_id(*tp) in committed.earliest:
+                starts[tp] = -2
             else:
                 starts[tp] = group.get(tp, -2)
             self.next_offsets[tp] = starts[tp] if starts[tp] >= 0 else earliest[tp]
@@ -360,6 +363,21 @@ class KafkaCluster:
                 group, [TopicPartition(t, p, o) for (t, p), o in sorted(next_offsets.items())])
             self.admin.alter_consumer_group_offsets([request], request_timeout=timeout_s)[group].result()
         self.call(f"AlterConsumerGroupOffsets of group {group}", alter, policy)
+
+
+    def delete_group(self, group: str, policy: RetryPolicy | None = None) -> None:
+        """Delete the group and its committed offsets (as Connect resets a stopped sink
+        connector's offsets); a group that does not exist is already deleted."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        def delete(timeout_s):
+            try:
+                self.admin.delete_consumer_groups([group], request_timeout=timeout_s)[group].result()
+            except KafkaException as exc:
+                error = kafka_error(exc)
+                if error is None or error.code() != KafkaError.GROUP_ID_NOT_FOUND:
+                    raise
+        self.call(f"DeleteGroups of group {group}", delete, policy)
 
 
 # Kafka errors that pass by themselves: a broker or coordinator starting or moving, a

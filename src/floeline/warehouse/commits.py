@@ -38,18 +38,23 @@ DELTA_CONFLICT_CONDITIONS = re.compile(
 
 def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
            check_owned: Callable[[], None] | None = None, mode: str = "append", *,
-           loads: list[FileLoad] | None = None, what: str | None = None) -> None:
+           loads: list[FileLoad] | None = None, what: str | None = None,
+           extra: dict | None = None) -> None:
     """Write `frame` to the table `ref` in one Delta commit (save mode `mode`) whose
     userMetadata holds `connector`'s positions `after` (the table's, once the commit
     is in; none when `connector` is None) and, for a load of staged files, `loads`
-    (their load history). `check_owned` runs first (the table is still this
+    (their load history); `extra`: more keys beside them (an offsets change's record,
+    warehouse/offsets_changes.py). `check_owned` runs first (the table is still this
     connector's, and whatever the source needs). `what`: the failure's wording."""
     if check_owned is not None:
         check_owned()
     what = what or f"writing to table {ref.full_name}"
+    metadata = user_metadata(connector, after, loads)
+    if extra:
+        metadata = json.dumps({**json.loads(metadata), **extra})
     try:
         (frame.write.format("delta").mode(mode)
-         .option("userMetadata", user_metadata(connector, after, loads)).save(ref.path))
+         .option("userMetadata", metadata).save(ref.path))
     except Exception as exc:
         raise commit_failure(exc, what, ref) from exc
 

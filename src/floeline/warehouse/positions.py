@@ -9,6 +9,11 @@ Spark checkpoint or a killed process never duplicates or loses rows.
 `floeline status` reads the same positions from the table's Delta log files without
 Spark (committed_in_log, through delta_log.py).
 
+An offsets change (worker/offsets.py) is an empty commit whose entry holds the new
+positions, the channels reset to their earliest record (`earliest`) and the change's id
+(`change`), carried on by every later commit; beside the entry, OFFSETS_CHANGE_KEY
+says who asked, when, and what the table held before (offsets_changes.py).
+
 Channels are named as their source names them (`orders/0` for Kafka topic `orders`
 partition 0, `events/shardId-000000000001` for a Kinesis shard); positions are digit
 strings (sources/base.py). Tables written before floeline had sources hold Kafka
@@ -33,6 +38,11 @@ def commit_entry(connector: str, committed: Committed) -> dict:
     entry = {"connector": connector, "positions": dict(sorted(committed.positions.items()))}
     if committed.finished:
         entry["finished"] = sorted(committed.finished)
+    earliest = committed.earliest - set(committed.positions) - committed.finished
+    if earliest:
+        entry["earliest"] = sorted(earliest)
+    if committed.change is not None:
+        entry["change"] = committed.change
     return {_MARK: entry}
 
 
@@ -54,7 +64,8 @@ def parse_commit_metadata(text: str | None, connector: str) -> Committed | None:
     if "offsets" in entry:  # written before sources: Kafka [topic, partition, offset]
         return Committed({f"{t}/{int(p)}": str(int(o)) for t, p, o in entry["offsets"]})
     return Committed({str(c): str(p) for c, p in entry.get("positions", {}).items()},
-                     set(entry.get("finished", [])))
+                     set(entry.get("finished", [])), set(entry.get("earliest", [])),
+                     entry.get("change"))
 
 
 def committed_filter_sql(committed: Committed) -> str | None:

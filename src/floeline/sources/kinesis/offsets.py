@@ -92,13 +92,14 @@ def ancestors(channel: str, parents: dict[str, tuple[str, ...]]) -> set[str]:
 
 
 def start_states(shards: list[Shard], committed: dict[str, str], finished: frozenset[str] | set[str],
-                 initial: str) -> dict[str, ShardState]:
+                 initial: str, earliest: frozenset[str] | set[str] = frozenset()
+                 ) -> dict[str, ShardState]:
     """Where each shard starts when the query starts without a Spark checkpoint.
 
     A committed shard goes on right after its position; a finished one is done. A
-    shard descending from a committed or finished one starts at TRIM_HORIZON (we were
-    reading its lineage, so all of it is new to us); any other at the initial
-    position. A shard that a committed or finished shard descends from was read
+    shard descending from a committed or finished one, or one an offsets change reset
+    to its earliest record (`earliest`), starts at TRIM_HORIZON (we were reading its
+    lineage, so all of it is new to us); any other at the initial position. A shard that a committed or finished shard descends from was read
     before it, so it is done."""
     parents = {s.channel: s.parents for s in shards}
     consumed = set(committed) | set(finished)
@@ -112,7 +113,7 @@ def start_states(shards: list[Shard], committed: dict[str, str], finished: froze
             states[ch] = ShardState(committed[ch], None, False)
         elif ch in read_before:
             states[ch] = ShardState(None, TRIM_HORIZON, True)
-        elif ancestors(ch, parents) & consumed:
+        elif ch in earliest or ancestors(ch, parents) & consumed:
             states[ch] = ShardState(None, TRIM_HORIZON, False)
         else:
             states[ch] = ShardState(None, initial, False)
@@ -131,7 +132,7 @@ def merge_listing(states: dict[str, ShardState], shards: list[Shard], spec: Spec
                         "retention period) before it was read to its end", ch)
     known_streams = {split_channel(ch)[0] for ch in states}
     new_streams = [s for s in shards if split_channel(s.channel)[0] not in known_streams]
-    fresh = start_states(new_streams, spec.committed, spec.finished, spec.initial)
+    fresh = start_states(new_streams, spec.committed, spec.finished, spec.initial, spec.earliest)
     for shard in shards:
         if shard.channel not in merged:
             merged[shard.channel] = fresh.get(shard.channel, ShardState(None, TRIM_HORIZON, False))

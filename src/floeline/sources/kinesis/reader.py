@@ -102,7 +102,7 @@ class KinesisStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailable
         if self._initial is None:
             shards = self.runtime().shards(force=True)
             self._initial = encode_offset(start_states(shards, self.spec.committed, self.spec.finished,
-                                                       self.spec.initial))
+                                                       self.spec.initial, self.spec.earliest))
         return self._initial
 
     def prepareForTriggerAvailableNow(self) -> None:

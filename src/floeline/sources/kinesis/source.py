@@ -9,8 +9,9 @@ so the sequence number stays a correct commit point. A shard closed by a split o
 merge is finished once read to its end, and recorded as finished in the table.
 
 Where each shard starts without a Spark checkpoint: right after the position its
-table holds; else after the lease table's checkpoint (as a Kafka connector falls back
-to its consumer group); else kinesis.initial.position (LATEST is taken as the time the
+table holds; at TRIM_HORIZON when an offsets change reset it to its earliest record;
+else after the lease table's checkpoint (as a Kafka connector falls back to its
+consumer group); else kinesis.initial.position (LATEST is taken as the time the
 connector starts, so a replayed first batch reads the same records).
 
 Leases: at start the connector takes the lease of every shard of its streams in the
@@ -150,7 +151,8 @@ class KinesisSource:
         by_key = {self._lease_key(c): c for c in channels}
         for key, checkpoint in self.leases.checkpoints().items():
             channel = by_key.get(key)
-            if channel is None or channel in positions or channel in finished:
+            if (channel is None or channel in positions or channel in finished
+                    or channel in committed.earliest):  # reset there by an offsets change
                 continue
             if checkpoint.finished:
                 finished.add(channel)
@@ -161,6 +163,7 @@ class KinesisSource:
             "streams": list(self.settings.streams),
             "aws": {k: v for k, v in vars(self.settings.aws).items() if v is not None},
             "committed": positions, "finished": sorted(finished),
+            "earliest": sorted(committed.earliest - set(positions) - finished),
             "initial": self._initial(),
             "max_records_per_shard": self.config.count_records,
             "max_bytes_per_shard": self.config.size_bytes,

@@ -26,6 +26,7 @@ class Spec:
     max_records: int = 10000
     max_bytes: int = 20_000_000
     prefetch: bool = True  # read a shard's next batch while Spark processes this one
+    earliest: frozenset[str] = frozenset()  # reset to TRIM_HORIZON by an offsets change
 
     @classmethod
     def parse(cls, text: str) -> "Spec":
@@ -38,7 +39,7 @@ class Spec:
                        initial_from(raw.get("initial", {"type": TRIM_HORIZON})),
                        int(raw.get("max_records_per_shard", 10000)),
                        int(raw.get("max_bytes_per_shard", 20_000_000)),
-                       bool(raw.get("prefetch", True)))
+                       bool(raw.get("prefetch", True)), frozenset(raw.get("earliest", ())))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ConfigError(f"the {FORMAT} source's spec option is invalid ({exc}): {text[:200]}") from exc
         if not spec.streams or spec.max_records < 1 or spec.max_bytes < 1:
