@@ -65,6 +65,13 @@ def test_two_connectors_in_one_session_land_exactly_once_through_pause_resume_st
     wait_rows(spark, warehouse, a.upper(), 200)
     wait_rows(spark, warehouse, b.upper(), 100)
     assert herder.topics("a") == [a]
+    # /metrics (the REST listener's) refreshes lag first: every connector's, labelled.
+    from prometheus_client import REGISTRY
+
+    herder.before_scrape()
+    for name, topic in (("a", a), ("b", b)):
+        assert REGISTRY.get_sample_value("floeline_channel_lag_records",
+                                         {"connector": name, "channel": f"{topic}/0"}) == 0
 
     # pause: asynchronous; the query stops after its batch, the other goes on.
     started = time.monotonic()

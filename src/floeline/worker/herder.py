@@ -384,6 +384,14 @@ class Herder:
                 runner.routes.update(runner.connector.routes)
             return sorted(runner.routes)
 
+    def before_scrape(self) -> None:
+        """Before /metrics answers: each running connector asks its source for its heads
+        (at most once a second), so the lag gauges are fresh, as `floeline run`'s are."""
+        with self._lock:
+            running = [r.connector for r in self._runners.values() if r.connector is not None]
+        for connector in running:
+            connector.refresh_heads()
+
     # ---- target states -------------------------------------------------------------------
 
     def _set_target(self, name: str, target: str) -> None:
