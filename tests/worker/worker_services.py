@@ -19,6 +19,7 @@ _spec.loader.exec_module(_integration)
 kafka = _integration.kafka
 spark = _integration.spark
 topic_name = _integration.topic_name
+aws = _integration.aws
 
 
 def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
