@@ -1,4 +1,4 @@
-"""floeline's command line: run | submit | validate | status | sql | pipes | demo | kafka | aws | setup."""
+"""floeline's command line: run | worker | submit | validate | status | sql | pipes | demo | kafka | aws | setup."""
 
 from __future__ import annotations
 
@@ -100,10 +100,21 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _cmd_worker(args) -> int:
+    from floeline.worker.process import run_worker
+
+    return run_worker(args.config)
+
+
 def _cmd_submit(args) -> int:
     from floeline.config import describe_ignored, load_config
     from floeline.submit import run_submit, shell_line, submit_command
 
+    if (args.config is None) == (args.worker is None):
+        raise FloelineError("give a connector config (floeline submit CONFIG) or a worker config "
+                            "(floeline submit --worker worker.properties), one of the two")
+    if args.worker is not None:
+        return _submit_worker(args)
     config = load_config(args.config)  # config errors here, before Spark starts
     master = args.master or config.spark_master
     if not args.print_only:
@@ -116,6 +127,27 @@ def _cmd_submit(args) -> int:
     cmd = submit_command(args.config, master, name=config.name,
                          until_caught_up=args.until_caught_up, deploy_mode=args.deploy_mode,
                          python=args.python, spark_args=args.spark_args)
+    if args.print_only:
+        print(shell_line(cmd))
+        return 0
+    return run_submit(cmd)
+
+
+def _submit_worker(args) -> int:
+    """`floeline submit --worker worker.properties`: `floeline worker` as the driver of a
+    spark-submit job, with the same rules as a connector's submit."""
+    from floeline.submit import run_submit, shell_line, submit_command
+    from floeline.worker.settings import load_worker_settings
+
+    if args.until_caught_up:
+        raise FloelineError("--until-caught-up is for one connector; a worker runs until stopped")
+    settings = load_worker_settings(args.worker)  # config errors here, before Spark starts
+    master = args.master or settings.spark_master
+    if not args.print_only and not master.startswith("local") and "://" not in settings.warehouse:
+        print(f"note: the warehouse {settings.warehouse} is a local path: every worker of "
+              f"{master} must see it at that path (a shared file system)", file=sys.stderr)
+    cmd = submit_command(args.worker, master, name="worker", deploy_mode=args.deploy_mode,
+                         python=args.python, spark_args=args.spark_args, command="worker")
     if args.print_only:
         print(shell_line(cmd))
         return 0
@@ -295,9 +327,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="process what the topics hold now, then exit 0")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("submit", help="run a connector on a cluster with spark-submit (the job "
-                                      "`run` runs); arguments after `--` go to spark-submit")
-    p.add_argument("config")
+    p = sub.add_parser("worker", help="run many connectors in one warm Spark session, driven by "
+                                      "Kafka Connect's REST API (see docs/worker.md)")
+    p.add_argument("config", nargs="?", help="worker.properties (default: every default: "
+                                             "listeners=http://127.0.0.1:8083, ./warehouse)")
+    p.set_defaults(func=_cmd_worker)
+
+    p = sub.add_parser("submit", help="run a connector (or, with --worker, a worker) on a cluster "
+                                      "with spark-submit (the job `run` or `worker` runs); "
+                                      "arguments after `--` go to spark-submit")
+    p.add_argument("config", nargs="?")
+    p.add_argument("--worker", metavar="WORKER_PROPERTIES",
+                   help="run `floeline worker WORKER_PROPERTIES` under spark-submit instead of a connector")
     p.add_argument("--master", help="spark://HOST:PORT or any spark-submit master "
                                     "(default: the config's floeline.spark.master)")
     p.add_argument("--deploy-mode", choices=("client",), default="client",

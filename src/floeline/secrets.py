@@ -10,6 +10,7 @@ floeline did not write itself (a Java exception's message, a traceback) is scrub
 from __future__ import annotations
 
 import re
+import threading
 
 # Key names whose values are secret: Kafka's sasl.jaas.config and *.password, AWS secret
 # keys and session tokens, private keys and their passphrases, OAuth client secrets.
@@ -18,6 +19,10 @@ _SECRET_KEY = re.compile(SECRET_KEY_REGEX)
 MASK = "****"
 
 _known: set[str] = set()
+# One process may validate a config (remember) while another thread scrubs an error
+# (the worker: many connectors and REST requests at once); iterating a set another
+# thread grows raises "Set changed size during iteration".
+_lock = threading.Lock()
 
 
 def is_secret_key(key: str) -> bool:
@@ -27,7 +32,8 @@ def is_secret_key(key: str) -> bool:
 def remember(*values: str | None) -> None:
     """Values `scrub` replaces from now on (empty or very short ones are skipped: they
     would mask ordinary text and are no secret worth the name)."""
-    _known.update(v for v in values if v and len(v) >= 4)
+    with _lock:
+        _known.update(v for v in values if v and len(v) >= 4)
 
 
 def remember_settings(settings) -> None:
@@ -46,7 +52,9 @@ def mask_assignments(text: str) -> str:
 
 def scrub(text: str) -> str:
     """`text` with every remembered secret value replaced by ****."""
-    for value in sorted(_known, key=len, reverse=True):
+    with _lock:
+        known = sorted(_known, key=len, reverse=True)
+    for value in known:
         if value in text:
             text = text.replace(value, MASK)
     return text

@@ -16,7 +16,9 @@ What the spark-submit line carries, and why:
 - `spark.pyspark.python`: the interpreter of the driver and of the executors' Python
   workers; by default this one (`--python` names another: on a real cluster, an
   interpreter with floeline's requirements at that path on every worker).
-- the primary file, a small script that runs `floeline run CONFIG` in the driver.
+- the primary file, a small script that runs `floeline run CONFIG` (or, for
+  `floeline submit --worker worker.properties`, `floeline worker worker.properties`) in
+  the driver.
 Everything after `--` goes to spark-submit as it is (after floeline's options, so it
 wins: `-- --driver-memory 4g --conf spark.sql.shuffle.partitions=8`). The master, the
 driver's address and every --conf are left as given: under spark-submit the session
@@ -99,9 +101,10 @@ def python_bundle() -> Path:
 
 def submit_command(config_path: str, master: str, *, name: str, until_caught_up: bool = False,
                    deploy_mode: str = "client", python: str | None = None,
-                   spark_args: list[str] | tuple[str, ...] = ()) -> list[str]:
+                   spark_args: list[str] | tuple[str, ...] = (), command: str = "run") -> list[str]:
     """The spark-submit command line that runs the connector of `config_path` on `master`
-    (see the module's doc). Raises SetupMissing when set-up has not built the jars."""
+    (see the module's doc), or with command="worker" the worker of the worker config
+    `config_path`. Raises SetupMissing when set-up has not built the jars."""
     from floeline.spark import EXCLUDES, PACKAGES, driver_memory, setup_jars
 
     if deploy_mode != "client":
@@ -120,7 +123,7 @@ def submit_command(config_path: str, master: str, *, name: str, until_caught_up:
            # read by the JVM at start, before floeline's session defaults apply
            "--conf", f"spark.redaction.regex={SECRET_KEY_REGEX}",
            *spark_args,
-           str(bundle / "driver.py"), "run", os.path.abspath(config_path)]
+           str(bundle / "driver.py"), command, os.path.abspath(config_path)]
     if until_caught_up:
         cmd.append("--until-caught-up")
     return cmd

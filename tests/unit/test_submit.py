@@ -84,6 +84,23 @@ def test_cli_print_defaults_the_master_to_the_config_and_passes_args_after_dashe
                                   f"run {config}")
 
 
+def test_cli_submit_worker_runs_floeline_worker_as_the_driver_with_the_worker_master(
+        set_up, tmp_path, capsys):
+    worker = tmp_path / "worker.properties"
+    worker.write_text("floeline.spark.master=spark://w:7077\nlisteners=http://127.0.0.1:8083\n")
+    assert cli.main(["submit", "--worker", str(worker), "--print", "--", "--executor-memory", "1g"]) == 0
+    line = capsys.readouterr().out
+    assert "--master spark://w:7077" in line and "--name floeline-worker" in line
+    assert line.rstrip().endswith(f"--executor-memory 1g {submit.python_bundle()}/driver.py "
+                                  f"worker {worker}")
+    # One of a connector config and --worker; a bad worker key stops it before Spark.
+    assert cli.main(["submit", "--worker", str(worker), str(worker), "--print"]) == 1
+    assert "one of the two" in capsys.readouterr().err
+    worker.write_text("listner=http://127.0.0.1:1\n")
+    assert cli.main(["submit", "--worker", str(worker), "--print"]) == 1
+    assert "did you mean 'listeners'" in capsys.readouterr().err
+
+
 def test_cli_submit_without_set_up_is_one_clear_error(cache, tmp_path, capsys):
     assert cli.main(["submit", str(_config(tmp_path)), "--master", "spark://m:7077", "--print"]) == 1
     assert "make setup" in capsys.readouterr().err

@@ -1,0 +1,117 @@
+"""`floeline worker [worker.properties]`: the long-running process that hosts many
+connectors in one warm Spark session.
+
+In order: read the worker's settings; take the warehouse's worker lease (store.py: a
+second worker on the same warehouse is refused here, before Spark starts, naming the
+first); start Spark once; start the REST server (rest.py) and print, flushed,
+`rest.url=http://HOST:PORT` once it accepts requests; bring back every stored connector
+in its target state (herder.py); with floeline.pipes=true, run the warehouse's
+auto-ingest pipes on a thread, as `floeline pipes run` does. SIGINT/SIGTERM stop every
+connector after its batch, then the process exits 0 (their target states stay, so the
+next start brings them back). A lease taken over by another worker (this one stalled
+past its timeout) stops everything and exits 1."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+
+from floeline.errors import FloelineError
+from floeline.signals import stop_signals
+from floeline.worker.herder import Herder, LinePrefixer
+from floeline.worker.settings import WorkerSettings, load_worker_settings
+from floeline.worker.store import ConnectorStore, WorkerLease
+
+log = logging.getLogger("floeline")
+
+
+def rest_server(settings: WorkerSettings, herder: Herder):
+    """The REST server (rest.py), imported when the worker starts."""
+    try:
+        from floeline.worker.rest import RestServer
+    except ImportError as exc:
+        raise FloelineError(f"the worker's REST server (floeline.worker.rest) is not part of this "
+                            f"build ({exc}); install a floeline that has it") from None
+    try:
+        return RestServer(settings, herder)
+    except OSError as exc:
+        listener = settings.listener
+        raise FloelineError(f"cannot listen on {listener.host}:{listener.port} (listeners="
+                            f"{listener.url}): {exc.strerror or exc}; free the port or set another "
+                            f"listeners=http://HOST:PORT in the worker config") from None
+
+
+def run_worker(path: str | None, out=None) -> int:
+    out = out or sys.stdout
+    settings = load_worker_settings(path)
+    if settings.ignored_keys:
+        print("ignored worker settings (Kafka Connect worker options floeline's worker does not "
+              f"use): {', '.join(settings.ignored_keys)}", file=sys.stderr)
+    from floeline.warehouse.catalog import Warehouse
+
+    warehouse = Warehouse(settings.warehouse, settings.warehouse_s3)
+    lease = WorkerLease(warehouse.storage, warehouse.location, settings.lease_timeout_ms,
+                        listener=settings.listener.url)
+    lease.acquire()
+    stopping = threading.Event()
+    herder = server = pipes = None
+    try:
+        with stop_signals(stopping.set):
+            spark = _start_spark(settings, out)
+            herder = Herder(spark, settings, ConnectorStore(warehouse.storage, warehouse.location), out=out)
+            server = rest_server(settings, herder).start()
+            lease.listener = server.url
+            print(f"rest.url={server.url}", file=out, flush=True)
+            names = herder.start()
+            print(f"worker: warehouse {warehouse.location}; {len(names)} connector(s) restored"
+                  + (f": {', '.join(names)}" if names else ""), file=out, flush=True)
+            if settings.pipes:
+                pipes = _start_pipes(spark, warehouse, out)
+            while not stopping.wait(0.5):
+                if lease.lost:
+                    raise FloelineError(f"{lease.lost}; this worker stopped its connectors (they "
+                                        f"run on in the worker that took the lease)")
+        return 0
+    finally:
+        print("worker: stopping every connector after its batch", file=out, flush=True)
+        if server is not None:
+            server.close()
+        if pipes is not None:
+            service, thread = pipes
+            service.request_stop()
+            thread.join(120)
+        if herder is not None:
+            herder.close()
+        lease.release()
+        print("worker: stopped", file=out, flush=True)
+
+
+def _start_spark(settings: WorkerSettings, out):
+    from floeline.spark import get_spark, under_spark_submit
+
+    spark = get_spark(settings.spark_master)
+    if under_spark_submit():
+        context = spark.sparkContext
+        print(f"spark-submit: master={context.master} "
+              f"driver={context.getConf().get('spark.driver.host', '?')} app={context.applicationId}",
+              file=out, flush=True)
+    return spark
+
+
+def _start_pipes(spark, warehouse, out):
+    """The warehouse's auto-ingest pipes on a thread of their own (`floeline pipes run`)."""
+    from floeline.ingest.pipe_service import PipeService
+
+    lines = LinePrefixer("pipes", out, threading.Lock())
+    service = PipeService(spark, warehouse, report=lambda line: print(line, file=lines, flush=True))
+
+    def run():
+        try:
+            service.run()
+        except Exception as exc:  # noqa: BLE001 - the pipes' failure is theirs, not the connectors'
+            log.error("the worker's pipe service stopped: %s", exc)
+
+    thread = threading.Thread(target=run, name="floeline-pipes", daemon=True)
+    thread.start()
+    return service, thread

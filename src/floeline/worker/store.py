@@ -1,0 +1,244 @@
+"""Where a worker keeps its connectors, as Kafka Connect keeps its config topic: under
+the warehouse, so a worker restarted after a crash (SIGKILL included) finds every
+connector's config and target state again.
+
+    <warehouse>/_floeline/worker/connectors/<name>.json   {"name", "config", "target_state", "updated_ms"}
+    <warehouse>/_floeline/worker/lease.json               the worker that runs them (WorkerLease)
+
+Each record is written whole (storage.py's write_text: temp file + rename on a local
+disk, one PUT on S3), so a reader sees the old record or the new one, never a part.
+Configs are kept as the user sent them (secrets too: the warehouse is the worker's
+config store, as Connect's config topic is; the REST API masks them on the way out).
+
+The lease keeps one worker per warehouse: two workers would both run every stored
+connector. A worker takes it by compare-and-swap (storage.put_if) and renews it every
+timeout/4; another worker refuses to start, naming the holder (host, pid), unless the
+holder's process is gone (same host: the pid no longer runs, or runs another program
+since it started later than the lease says) or it has not renewed within its timeout."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from urllib.parse import quote, unquote
+
+from floeline.config import locations
+from floeline.errors import ConfigError, FloelineError
+from floeline.warehouse.storage import Storage
+
+log = logging.getLogger("floeline")
+
+STORE_DIR = ("_floeline", "worker")
+TARGET_STATES = ("RUNNING", "PAUSED", "STOPPED")
+
+
+@dataclass(frozen=True)
+class StoredConnector:
+    name: str
+    config: dict[str, str]
+    target_state: str
+    updated_ms: int = 0
+
+
+class ConnectorStore:
+    """The connectors' configs and target states under the warehouse."""
+
+    def __init__(self, storage: Storage, warehouse: str):
+        self.storage = storage
+        self.folder = locations.join(warehouse, *STORE_DIR, "connectors")
+        self._lock = threading.Lock()
+
+    def _location(self, name: str) -> str:
+        # Any connector name is one file name: quoted, so "a/b" or ".." cannot escape.
+        return locations.join(self.folder, quote(name, safe="") + ".json")
+
+    def load_all(self) -> list[StoredConnector]:
+        """Every stored connector, by name; an unreadable record is an error naming it."""
+        _folders, files = self.storage.children(self.folder)
+        found = []
+        for file in files:
+            if not file.endswith(".json") or file.startswith("."):
+                continue
+            stored = self.load(unquote(file[:-len(".json")]))
+            if stored is not None:
+                found.append(stored)
+        return sorted(found, key=lambda s: s.name)
+
+    def load(self, name: str) -> StoredConnector | None:
+        location = self._location(name)
+        text = self.storage.read_text(location)
+        if text is None:
+            return None
+        try:
+            data = json.loads(text)
+            stored = StoredConnector(str(data["name"]), {str(k): str(v) for k, v in data["config"].items()},
+                                     str(data["target_state"]), int(data.get("updated_ms", 0)))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise FloelineError(f"the worker's record of connector {name!r} ({location}) is not "
+                                f"readable ({exc}); fix or delete the file and start the worker again") from None
+        if stored.target_state not in TARGET_STATES:
+            raise FloelineError(f"the worker's record of connector {name!r} ({location}) has target "
+                                f"state {stored.target_state!r}; expected one of {', '.join(TARGET_STATES)}")
+        return stored
+
+    def save(self, name: str, config: dict[str, str], target_state: str) -> StoredConnector:
+        if target_state not in TARGET_STATES:
+            raise ValueError(target_state)
+        stored = StoredConnector(name, dict(config), target_state, int(time.time() * 1000))
+        with self._lock:
+            self.storage.write_text(self._location(name), json.dumps(asdict(stored), indent=1, sort_keys=True))
+        return stored
+
+    def delete(self, name: str) -> None:
+        with self._lock:
+            self.storage.delete(self._location(name))
+
+
+# ---- the worker lease ------------------------------------------------------------------
+
+
+class WorkerRunning(ConfigError):
+    """Another live worker holds the warehouse's lease."""
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot, Linux /proc), None when it
+    is gone or unknown: with the pid it names one process, even after pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    host: str
+    pid: int
+    token: str
+    started_ms: int
+    heartbeat_ms: int
+    timeout_ms: int
+    process_start: int | None = None
+    listener: str | None = None
+
+    def describe(self, now_ms: int) -> str:
+        return (f"host {self.host}, pid {self.pid}" + (f", REST {self.listener}" if self.listener else "")
+                + f", last renewed {max(0, now_ms - self.heartbeat_ms) / 1000:.1f} s ago")
+
+    def stale(self, now_ms: int) -> bool:
+        return now_ms - self.heartbeat_ms > self.timeout_ms
+
+    def gone(self) -> bool:
+        """True when the holder ran on this machine and that process no longer runs."""
+        if self.host != socket.gethostname():
+            return False
+        ticks = process_start_ticks(self.pid)
+        if ticks is None:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return True
+            except PermissionError:
+                return False
+            return False
+        return self.process_start is not None and ticks != self.process_start
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class WorkerLease:
+    """This worker's hold on a warehouse (see the module doc)."""
+
+    def __init__(self, storage: Storage, warehouse: str, timeout_ms: int = 30000, listener: str | None = None):
+        self.storage = storage
+        self.location = locations.join(warehouse, *STORE_DIR, "lease.json")
+        self.timeout_ms = timeout_ms
+        self.listener = listener
+        self.token = uuid.uuid4().hex
+        self.started_ms = _now_ms()
+        self.version: object | None = None
+        self.lost: str | None = None  # why, once another worker took the lease
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _record(self) -> LeaseRecord:
+        return LeaseRecord(socket.gethostname(), os.getpid(), self.token, self.started_ms, _now_ms(),
+                           self.timeout_ms, process_start_ticks(os.getpid()), self.listener)
+
+    def _read(self) -> tuple[LeaseRecord | None, object | None]:
+        version = self.storage.version(self.location)
+        if version is None:
+            return None, None
+        text = self.storage.read_text(self.location)
+        try:
+            return LeaseRecord(**json.loads(text or "")), version
+        except (ValueError, TypeError):
+            return None, version  # unreadable: taken over
+
+    def acquire(self) -> None:
+        """Take the lease, or raise WorkerRunning naming the live holder."""
+        for _attempt in range(10):
+            current, version = self._read()
+            now = _now_ms()
+            if current is not None and current.token != self.token:
+                if not (current.stale(now) or current.gone()):
+                    raise WorkerRunning(
+                        f"another floeline worker runs the connectors of this warehouse "
+                        f"({current.describe(now)}); a warehouse takes one worker. Stop that worker "
+                        f"first, or give this one another floeline.warehouse. (A worker that stops "
+                        f"renewing {self.location} is taken over after {current.timeout_ms / 1000:.0f} s.)")
+                log.warning("taking over the worker lease of %s (%s)", current.describe(now),
+                            "its process is gone" if current.gone() else "it stopped renewing")
+            new_version = self.storage.put_if(self.location, json.dumps(asdict(self._record())), version)
+            if new_version is not None:
+                self.version = new_version
+                self._start_renewing()
+                return
+        raise WorkerRunning(f"the worker lease {self.location} keeps changing; is another worker starting?")
+
+    def renew(self) -> bool:
+        """Write a new heartbeat; False (and `lost` says why) when another worker took it."""
+        if self.lost:
+            return False
+        new_version = self.storage.put_if(self.location, json.dumps(asdict(self._record())), self.version)
+        if new_version is None:
+            current, _version = self._read()
+            who = current.describe(_now_ms()) if current else "nobody (the lease was deleted)"
+            self.lost = f"the worker lease {self.location} was taken over by {who}"
+            log.error("%s: this worker no longer owns the warehouse's connectors", self.lost)
+            return False
+        self.version = new_version
+        return True
+
+    def _start_renewing(self) -> None:
+        def beat():
+            while not self._stop.wait(self.timeout_ms / 4000):
+                try:
+                    if not self.renew():
+                        return
+                except Exception as exc:  # noqa: BLE001 - retried at the next beat
+                    log.warning("could not renew the worker lease %s: %s", self.location, exc)
+
+        self._thread = threading.Thread(target=beat, name="floeline-worker-lease", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        """Stop renewing and delete the lease (a clean stop: the next worker starts at once)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.version is not None and not self.lost:
+            try:
+                self.storage.delete_if(self.location, self.version)
+            except Exception as exc:  # noqa: BLE001 - it goes stale by itself
+                log.warning("could not release the worker lease %s: %s", self.location, exc)
+        self.version = None

@@ -1,0 +1,72 @@
+"""The real services the worker tests run against: the integration suite's Kafka broker
+and Spark session fixtures (tests/integration/conftest.py), reused rather than copied;
+and helpers to produce numbered records and check a table holds each exactly once."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+from floeline.sources.kafka import produce
+
+_spec = importlib.util.spec_from_file_location(
+    "floeline_integration_conftest", Path(__file__).resolve().parents[1] / "integration" / "conftest.py")
+_integration = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_integration)
+
+kafka = _integration.kafka
+spark = _integration.spark
+topic_name = _integration.topic_name
+aws = _integration.aws
+
+
+def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
+    """Records {"n": i} for i in start..start+count, record i to partition i % partitions."""
+    produce(bootstrap, topic, [{"value": {"n": start + i}, "partition": (start + i) % partitions}
+                               for i in range(count)])
+
+
+def table_path(warehouse: str, table: str) -> str:
+    return os.path.join(warehouse, "FLOELINE", "PUBLIC", table)
+
+
+def coordinates(spark, warehouse: str, table: str) -> list[tuple[int, int]]:
+    """Every (partition, offset) the table holds, from RECORD_METADATA ([] before it exists)."""
+    path = table_path(warehouse, table)
+    if not os.path.exists(os.path.join(path, "_delta_log")):
+        return []
+    df = spark.read.format("delta").load(path)
+    return [(r["p"], r["o"]) for r in df.selectExpr(
+        "RECORD_METADATA:partition::int AS p", "RECORD_METADATA:offset::bigint AS o").collect()]
+
+
+def expected(total: int, partitions: int) -> set[tuple[int, int]]:
+    """The (partition, offset) of records 0..total produced by produce_numbered."""
+    return {(p, o) for p in range(partitions) for o in range(len(range(p, total, partitions)))}
+
+
+def assert_exactly_once(spark, warehouse: str, table: str, total: int, partitions: int) -> None:
+    coords = coordinates(spark, warehouse, table)
+    assert len(coords) == len(set(coords)), f"{table}: {len(coords) - len(set(coords))} duplicated rows"
+    want = expected(total, partitions)
+    assert set(coords) == want, f"{table}: missing {sorted(want - set(coords))[:5]}, " \
+                                f"unexpected {sorted(set(coords) - want)[:5]}"
+
+
+def wait_for(what: str, predicate, timeout: float = 180.0, every: float = 0.5):
+    """Poll `predicate` until it returns something true; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+def wait_rows(spark, warehouse: str, table: str, count: int, timeout: float = 180.0) -> None:
+    wait_for(f"{count} rows in {table}", lambda: len(coordinates(spark, warehouse, table)) >= count,
+             timeout, every=1.0)
