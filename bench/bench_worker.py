@@ -102,15 +102,29 @@ def rest(base: str, method: str, path: str, body: dict | None = None) -> tuple[i
 # ---------------------------------------------------------------- the worker process
 
 def start_worker(spark, work: str, bootstrap: str):
-    """The worker `floeline worker` starts, in this process: (REST base URL, closer)."""
-    from floeline.worker.process import start_worker_in_session
+    """What `floeline worker` starts (worker/process.py), in this process and its Spark
+    session: (REST base URL, closer)."""
+    from floeline.warehouse.catalog import Warehouse
+    from floeline.worker.herder import Herder
+    from floeline.worker.process import rest_server
+    from floeline.worker.settings import load_worker_settings
+    from floeline.worker.store import ConnectorStore
 
     props = os.path.join(work, "worker.properties")
     with open(props, "w") as f:
         f.write(f"listeners=http://127.0.0.1:0\nfloeline.warehouse={work}/warehouse\n"
                 f"floeline.checkpoint.dir={work}/checkpoints\nbootstrap.servers={bootstrap}\n")
-    worker = start_worker_in_session(props, spark)
-    return worker.url, worker.close
+    settings = load_worker_settings(props)
+    warehouse = Warehouse(settings.warehouse, settings.warehouse_s3)
+    herder = Herder(spark, settings, ConnectorStore(warehouse.storage, warehouse.location), out=sys.stderr)
+    server = rest_server(settings, herder).start()
+    herder.start()
+
+    def close() -> None:
+        server.close()
+        herder.close()
+
+    return server.url, close
 
 
 def bare_query(spark, bootstrap: str, topic: str, out: str):
