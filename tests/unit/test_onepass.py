@@ -64,7 +64,7 @@ def test_general_path_is_needed_for():
     assert fastpath.typed_plan(strict, frozenset({"n"})) is None
 
 
-def test_normalized_keys_match_columns_exactly():
+def test_normalized_keys_name_their_columns():
     # column identifier normalization: "city" (quoted) -> city, id -> ID
     table = TableSchema((Column("ID", "decimal(38,0)"), Column("city", "string")), False)
     plan = fastpath.typed_plan(table, frozenset({"id", '"city"'}), normalize=True)
