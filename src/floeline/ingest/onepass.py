@@ -87,7 +87,7 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
         name = column_name_for_key(key, normalize)
         by_column.setdefault(column_match_key(name), []).append(key)
     if not schema.columns or any(schema.find(n) is None for n in by_column):
-        return None  # a key without a column: the general path adds it or rejects the record
+        return None  # a key without a column: the general path adds, rejects or ignores it
     fields, values, not_null, strings = [], [], [], []
     for column in schema.columns:
         keys = by_column.get(column_match_key(column.name), [])
