@@ -97,7 +97,7 @@ def test_json_stored_variant_columns_parse_as_variant_and_write_json():
     plan = fastpath.typed_plan(schema, frozenset({"n", "p"}))
     assert "`p` variant" in plan.json_schema
     assert plan.columns[0].endswith("ELSE CAST(to_json(_meta) AS string) END AS `RECORD_METADATA`")
-    assert plan.columns[2] == "to_json(j.`p`) AS `P`"
+    assert plan.columns[2] == "to_json(CASE WHEN NOT is_variant_null(j.`p`) THEN j.`p` END) AS `P`"
     # OBJECT and ARRAY have conversion rules: the general path applies them.
     with_object = TableSchema((Column("P", "string", declared="OBJECT"),), True)
     assert fastpath.typed_plan(with_object, frozenset({"p"})) is None

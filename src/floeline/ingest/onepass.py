@@ -102,10 +102,11 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
             values.append(None)  # left out of the write: Delta's NULL or AUTOINCREMENT value
         elif _json_variant(column):  # VARIANT stored as JSON text: the value's JSON
             fields.append(f"{quote_column(keys[0])} variant")
-            values.append(f"to_json(j.{quote_column(keys[0])})")
+            values.append(f"to_json({_not_json_null(f'j.{quote_column(keys[0])}')})")
         else:
             fields.append(f"{quote_column(keys[0])} {column.type}")
-            values.append(f"j.{quote_column(keys[0])}")
+            value = f"j.{quote_column(keys[0])}"
+            values.append(_not_json_null(value) if column.type == "variant" else value)
             if not column.nullable:
                 not_null.append(f"{values[-1]} IS NULL")
             if column.type == "variant" and rules.variant_strings_as_json:
@@ -129,6 +130,12 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
     columns = [f"{v} AS {quote_column(c.name)}" for v, c in written]
     return TypedPlan(", ".join(fields), columns, unusual, known_keys,
                      frozenset(c.name for _v, c in written))
+
+
+def _not_json_null(variant: str) -> str:
+    """A VARIANT value with JSON null as SQL NULL, as the general path writes it
+    (records/values_to_columns.py)."""
+    return f"CASE WHEN NOT is_variant_null({variant}) THEN {variant} END"
 
 
 def _json_variant(column) -> bool:
