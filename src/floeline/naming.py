@@ -169,8 +169,11 @@ def column_name_for_key(key: str, normalize: bool = False) -> str:
     and always in the 3.x connector): the key is read as a SQL identifier, as Snowflake's
     SqlIdentifierNormalizer does: a key written with its double quotes (`"c"`) names the
     case-sensitive column `c` (`""` inside standing for one `"`); any other key is
-    uppercased (`has cat` -> `HAS CAT`, `\\ ` read as a space). Keys then match columns
-    exactly."""
+    uppercased (`has cat` -> `HAS CAT`, `\\ ` read as a space).
+
+    Either way the name only decides the case of a column floeline creates: keys match
+    existing columns case-insensitively (column_match_key), as the default pipe's
+    MATCH_BY_COLUMN_NAME does, so key `city` fills a column created as "city"."""
     if not normalize:
         return key.upper() if _UNQUOTED_IDENTIFIER.fullmatch(key) else key
     inner = key[1:-1]
@@ -179,10 +182,11 @@ def column_name_for_key(key: str, normalize: bool = False) -> str:
     return key.replace("\\ ", " ").upper()
 
 
-def column_match_key(name: str, normalize: bool = False) -> str:
-    """What a column name is compared by: exactly when keys are normalized as SQL
-    identifiers, else case-insensitively (its uppercase form)."""
-    return name if normalize else name.upper()
+def column_match_key(name: str) -> str:
+    """What a column name is compared by: case-insensitively (its uppercase form), as
+    the default pipe matches keys to columns in every mode (Delta column names are
+    case-insensitive too)."""
+    return name.upper()
 
 
 @dataclass(frozen=True)

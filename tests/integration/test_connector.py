@@ -98,8 +98,10 @@ def test_4x_connector_keeps_topic_case_and_reads_quoted_keys_as_identifiers(
 def test_evolution_adds_a_column_mid_stream_drops_not_null_and_off_rejects_new_keys(
         kafka, topic_name, make_config, run_connector, read_table, spark, warehouse):
     """Evolution on: a new key adds its column, a missing one drops NOT NULL. Switched
-    off (ENABLE_SCHEMA_EVOLUTION = FALSE): the columns stay and a record with a key that
-    has no column goes to the error table, never trimmed silently."""
+    off (ENABLE_SCHEMA_EVOLUTION = FALSE) before the connector starts again: the columns
+    stay and, with client-side validation, a record with a key that has no column goes
+    to the error table, never trimmed silently (server-side validation ignores such a
+    key: test_connector_suite_fidelity.py)."""
     from floeline.sql.script import run_script
     from floeline.warehouse.catalog import Warehouse
 
@@ -109,7 +111,7 @@ def test_evolution_adds_a_column_mid_stream_drops_not_null_and_off_rejects_new_k
     spark.sql(f"CREATE TABLE delta.`{path}` (RECORD_METADATA VARIANT, A DECIMAL(38,0) NOT NULL) "
               f"USING delta TBLPROPERTIES ('floeline.enableSchemaEvolution'='true', "
               f"'delta.columnMapping.mode'='name')")
-    config = make_config(topics=topic, errors__tolerance="all")
+    config = make_config(topics=topic, errors__tolerance="all", snowflake__validation="client_side")
     produce(kafka, topic, [{"a": 1}])
     run_connector(config)
     assert not read_table(topic.upper()).schema["A"].nullable
@@ -131,7 +133,8 @@ def test_evolution_adds_a_column_mid_stream_drops_not_null_and_off_rejects_new_k
     (error,) = read_table(topic.upper() + "_ERRORS").collect()
     assert error["RECORD_POSITION"] == "4"
     assert (f"record key 'c' matches no column of table FLOELINE.PUBLIC.{topic.upper()}: schema "
-            f"evolution is off (ENABLE_SCHEMA_EVOLUTION = FALSE)") in error["ERROR"]
+            f"evolution is off (ENABLE_SCHEMA_EVOLUTION = FALSE when the connector opened the "
+            f"table)") in error["ERROR"]
 
 
 def test_special_character_columns(kafka, topic_name, make_config, run_connector, read_table,

@@ -109,12 +109,12 @@ def test_every_column_type_against_each_json_kind(memory_log, make_config, run_m
 
 
 def test_binary_strings_are_hex_in_the_compatibility_mode(spark):
-    from floeline.records.values_to_columns import Forms, forms_sql, value_sql
+    from floeline.records.values_to_columns import CLIENT_SIDE, Forms, forms_sql, value_sql
     from floeline.records.columns import Column
 
     column, forms = Column("B", "binary"), Forms("x", "k", "t", "n")
     (kind_text,) = forms_sql(column, forms)
     rows = spark.sql("SELECT parse_json(j) AS x FROM VALUES ('\"48656c6C6F\"'), ('\"SGVsbG8=\"'), "
                      "('\"ABC\"') AS t(j)").selectExpr("*", *kind_text).selectExpr(
-        f"{value_sql(column, forms, 'HEX')} AS b").collect()
+        f"{value_sql(column, forms, CLIENT_SIDE)} AS b").collect()
     assert [r["b"] and bytes(r["b"]) for r in rows] == [b"Hello", None, None]

@@ -397,6 +397,7 @@ def test_connector_class_sets_the_defaults_of_its_compatibility_settings(setting
     c = cfg(**settings)
     assert (c.connector_line, c.table_name_sanitization, c.column_normalization,
             c.binary_format) == expected
+    assert c.validation == ("client_side" if c.binary_format == "HEX" else "server_side")
     assert c.ignored_keys == ()
 
 

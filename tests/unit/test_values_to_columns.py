@@ -72,8 +72,9 @@ def test_json_stored_variant_columns_get_the_values_json():
     from floeline.records.values_to_columns import Forms, value_sql
 
     forms = Forms("x", "k", "t", "n")
-    assert value_sql(Column("P", "variant"), forms) == "x"
-    assert value_sql(Column("P", "string", declared="VARIANT"), forms) == "to_json(x)"
+    variant = value_sql(Column("P", "variant"), forms)
+    assert variant == "CASE WHEN NOT is_variant_null(x) THEN x END"  # JSON null is SQL NULL
+    assert value_sql(Column("P", "string", declared="VARIANT"), forms) == f"to_json({variant})"
     assert value_sql(Column("O", "string", declared="OBJECT"), forms).startswith("to_json(CASE WHEN k LIKE 'OBJECT%'")
     # A plain VARCHAR column still takes the value's text.
     assert value_sql(Column("S", "string"), forms) == "try_variant_get(x, '$', 'string')"

@@ -224,6 +224,14 @@ class ConnectorConfig:
     # and how the connector writes bytes), or HEX with snowflake.validation=client_side
     # (the 4.x compatibility mode) and for the 3.x connector.
     binary_format: Literal["BASE64", "HEX"]
+    # snowflake.validation: who validates a record, the connector (client_side: the 3.x
+    # connector's default and the 4.x compatibility mode) or Snowflake's server
+    # (server_side: the 4.x default). It sets the conversion rules where they differ
+    # (records/values_to_columns.Rules) and how schema evolution is decided: client_side
+    # reads ENABLE_SCHEMA_EVOLUTION when the connector opens a table and rejects records
+    # with keys that have no column when it is off; server_side follows the table's
+    # current setting and ignores such keys when it is off.
+    validation: Literal["server_side", "client_side"]
     key_converter: str | None  # key.converter class name, as written
     value_converter: str | None  # value.converter class name, as written
     warehouse: str  # floeline.warehouse: root of <DATABASE>/<SCHEMA>/<TABLE> (path or s3a://)
@@ -416,7 +424,7 @@ class _Reader:
         dlq_topic = self.text("errors.deadletterqueue.topic.name")
         self.check_dlq_topic(dlq_topic, topics, topics_regex)
         warehouse = self.location("floeline.warehouse", DEFAULT_WAREHOUSE)
-        line, sanitization, normalization, binary_format = self.compatibility()
+        line, sanitization, normalization, validation = self.compatibility()
         method, schematization = self.ingestion_method(source, line)
         if method == "SNOWPIPE" and locations.is_s3(warehouse):
             self.problem("snowflake.ingestion.method", f"snowflake.ingestion.method=SNOWPIPE keeps its staged files in a "
@@ -456,7 +464,8 @@ class _Reader:
             connector_line=line,
             table_name_sanitization=sanitization,
             column_normalization=normalization,
-            binary_format=binary_format,
+            binary_format="HEX" if validation == "client_side" else "BASE64",
+            validation=validation,
             key_converter=self.text("key.converter"),
             value_converter=self.text("value.converter"),
             warehouse=warehouse,
@@ -554,7 +563,7 @@ class _Reader:
 
     def compatibility(self) -> tuple[str | None, bool, bool, str]:
         """The connector line (connector.class) and the settings whose defaults follow
-        it: table-name sanitization, column-identifier normalization, BINARY format.
+        it: table-name sanitization, column-identifier normalization, validation.
         A setting given explicitly wins over the line's default."""
         cls = self.text("connector.class")
         line = CONNECTOR_CLASSES.get(cls) if cls else None
@@ -568,7 +577,7 @@ class _Reader:
             "snowflake.compatibility.enable.column.identifier.normalization", line == "3")
         validation = self.choice("snowflake.validation", "client_side" if line == "3" else "server_side",
                                  ("server_side", "client_side"))
-        return line, sanitization, normalization, "HEX" if validation == "client_side" else "BASE64"
+        return line, sanitization, normalization, validation
 
     def check_absent(self, keys, whose: str, hint: str) -> None:
         """Settings that belong to another source are mistakes, not silently unused."""

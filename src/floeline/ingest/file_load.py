@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 
 from floeline.errors import SqlError, TableError
-from floeline.records import shaping
+from floeline.records import shaping, values_to_columns
 from floeline.records.content import quote_column
 from floeline.records.file_formats import FileFormat
 from floeline.sources.base import Committed
@@ -125,7 +125,7 @@ class _Load:
             merged = good.selectExpr("schema_of_variant_agg(v) AS s").first()["s"]
             # COPY's MATCH_BY_COLUMN_NAME ignores keys without a column; BINARY_FORMAT=HEX
             shaped = shaping.default_pipe_rows(self.schema, good, shaping.fields_of(merged) if merged else {},
-                                               reject_unmatched=False, binary_format="HEX")
+                                               reject_unmatched=False, rules=values_to_columns.COPY)
         else:
             shaped = shaping.pipe_rows(self.schema, good, self.pipe)
         shaping_error = "_row_error" if "_row_error" in shaped.columns else "CAST(NULL AS STRING)"

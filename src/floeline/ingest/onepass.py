@@ -33,11 +33,13 @@ from pyspark.sql import functions as F
 from floeline import jvm
 from floeline.config import locations
 from floeline.errors import ServiceUnavailable, TableError
+from floeline.ingest.identity_order import generates_identity, in_offset_order
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
 from floeline.jvm import known_keys_function
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import shaping
+from floeline.records.values_to_columns import SERVER_SIDE, Rules, rules_for
 from floeline.records.content import PARSE_VALUE_SQL, quote_column, sql_string
 from floeline.sources.base import BatchEnd, position_after
 from floeline.warehouse import storage
@@ -68,23 +70,27 @@ class TypedPlan:
     columns: list[str]  # select expressions over `j` (parsed) and `_meta`, one per table column
     check: str  # SQL over `value`, `headers` and `j`: TRUE when the record needs the general path
     known_keys: frozenset[str]  # for the check function, registered before the write (jvm.py)
+    written: frozenset[str] = frozenset()  # the table columns the write gives values
 
 
 def typed_plan(schema: TableSchema, known_keys: frozenset[str],
-               headers_check: str | None = None, normalize: bool = False) -> TypedPlan | None:
+               headers_check: str | None = None, normalize: bool = False,
+               rules: Rules = SERVER_SIDE) -> TypedPlan | None:
     """A one-pass plan for a table whose records have only `known_keys`, or None when
     some column needs the general path (two keys for one column, other types).
     `headers_check`: SQL, TRUE for a record with a header SQL cannot write as text.
-    `normalize`: how keys name columns (naming.column_name_for_key)."""
+    `normalize`: how keys name columns (naming.column_name_for_key). `rules`: with
+    client-side validation a string into VARIANT is parsed as JSON, which the general
+    path does: such a record is unusual here."""
     by_column: dict[str, list[str]] = {}
     for key in known_keys:
         name = column_name_for_key(key, normalize)
-        by_column.setdefault(column_match_key(name, normalize), []).append(key)
-    if not schema.columns or any(schema.find(n, exact=normalize) is None for n in by_column):
-        return None  # a key without a column: the general path adds it or rejects the record
-    fields, values, not_null = [], [], []
+        by_column.setdefault(column_match_key(name), []).append(key)
+    if not schema.columns or any(schema.find(n) is None for n in by_column):
+        return None  # a key without a column: the general path adds, rejects or ignores it
+    fields, values, not_null, strings = [], [], [], []
     for column in schema.columns:
-        keys = by_column.get(column_match_key(column.name, normalize), [])
+        keys = by_column.get(column_match_key(column.name), [])
         if column.name.upper() == METADATA_COLUMN and not keys:
             values.append("CAST(_meta AS variant)" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type})")
@@ -96,12 +102,15 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
             values.append(None)  # left out of the write: Delta's NULL or AUTOINCREMENT value
         elif _json_variant(column):  # VARIANT stored as JSON text: the value's JSON
             fields.append(f"{quote_column(keys[0])} variant")
-            values.append(f"to_json(j.{quote_column(keys[0])})")
+            values.append(f"to_json({_not_json_null(f'j.{quote_column(keys[0])}')})")
         else:
             fields.append(f"{quote_column(keys[0])} {column.type}")
-            values.append(f"j.{quote_column(keys[0])}")
+            value = f"j.{quote_column(keys[0])}"
+            values.append(_not_json_null(value) if column.type == "variant" else value)
             if not column.nullable:
                 not_null.append(f"{values[-1]} IS NULL")
+            if column.type == "variant" and rules.variant_strings_as_json:
+                strings.append(f"coalesce(schema_of_variant({values[-1]}) = 'STRING', false)")
     fields.append(f"{CORRUPT_FIELD} STRING")
     unusual = " OR ".join([
         "value IS NULL",
@@ -109,7 +118,7 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
         # Valid UTF-8 and an object whose top-level keys are all known (jvm.py):
         # from_json would silently skip an unknown key and replace invalid bytes.
         f"NOT {known_keys_function(known_keys)}(value)",
-    ] + not_null + ([headers_check] if headers_check else []))
+    ] + not_null + strings + ([headers_check] if headers_check else []))
     # The check sits inside the first written column: Spark prunes an unused column,
     # assert_true included, so a separate check column would never run.
     written = [(v, c) for v, c in zip(values, schema.columns) if v is not None]
@@ -119,7 +128,14 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
     written[0] = (f"CASE WHEN {unusual} THEN raise_error({sql_string(FAILURE_MARK)}) ELSE {first} END",
                   column)
     columns = [f"{v} AS {quote_column(c.name)}" for v, c in written]
-    return TypedPlan(", ".join(fields), columns, unusual, known_keys)
+    return TypedPlan(", ".join(fields), columns, unusual, known_keys,
+                     frozenset(c.name for _v, c in written))
+
+
+def _not_json_null(variant: str) -> str:
+    """A VARIANT value with JSON null as SQL NULL, as the general path writes it
+    (records/values_to_columns.py)."""
+    return f"CASE WHEN NOT is_variant_null({variant}) THEN {variant} END"
 
 
 def _json_variant(column) -> bool:
@@ -192,8 +208,8 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     elif not state.one_pass_ready:
         return None
     schema = pipeline.tables.schema(state)
-    plan = (typed_plan(schema, state.known_keys, pipeline.headers_check, cfg.column_normalization)
-            if schema else None)
+    plan = (typed_plan(schema, state.known_keys, pipeline.headers_check, cfg.column_normalization,
+                       rules_for(cfg.validation)) if schema else None)
     if plan is None:
         return None
     report = BatchReport(batch_id)
@@ -206,7 +222,7 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
         log.info("batch %s takes the general path: no floeline JVM functions: %s", batch_id, exc)
         return None
     frame = df.selectExpr(
-        "value", "headers", "timestamp",
+        "channel", "position", "value", "headers", "timestamp",
         f"{from_json_sql(plan.json_schema)} AS j",
         f"{pipeline.source.metadata_sql(cfg.metadata, push_time)} AS _meta",
     ).observe(observed, F.count(F.lit(1)).alias("records"),
@@ -214,6 +230,8 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
               F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"))
     positions = {ch: last for ch, (_before, last) in channels.items()}
     after = state.after(positions, finished)
+    if generates_identity(schema, plan.written):  # AUTOINCREMENT in offset order
+        frame = in_offset_order(frame, "channel", "position")
     try:
         commit(frame.selectExpr(*plan.columns), ref, cfg.name, after, pipeline.before_commit)
     except (TableError, ServiceUnavailable) as exc:  # a record needing it, or a commit conflict

@@ -40,7 +40,8 @@ class Pipeline:
         owners = (TableOwners(self.warehouse, config.name, config.owner_timeout_ms,
                               standby=source.has_standby)
                   if owners_needed(self.warehouse) else None)
-        self.tables = Tables(spark, self.warehouse, config.name, owners=owners)
+        self.tables = Tables(spark, self.warehouse, config.name, owners=owners,
+                             pin_evolution=config.validation == "client_side")
         self.metrics = metrics  # the connector's (see Connector): what batches add to its counters
         self.bad = BadRecords(config, source, dead_letter_queue_for(config, spark, self.tables),
                               self.metrics)

@@ -47,7 +47,7 @@ class TablePreparer:
         if not schema.evolution or not cfg.schematization:
             return schema
         new = _within_bound(_addable({name: field for name, field in fields.items()
-                                      if schema.find(name, exact=normalize) is None}, schema.columns, new_column),
+                                      if schema.find(name) is None}, schema.columns, new_column),
                             state, settings.max_new_columns)
         changed = False
         if new:
@@ -56,7 +56,7 @@ class TablePreparer:
         for column in schema.columns:
             if column.nullable or column.name == METADATA_COLUMN or column.default is not None:
                 continue
-            keys, _vtype = shaping.field_for(column, fields, normalize)
+            keys, _vtype = shaping.field_for(column, fields)
             missing = table_rows.where(f"NOT ({present_sql(keys)})" if keys else "true")
             if missing.limit(1).count():
                 tables.drop_not_null(self.spark, ref, column.name)
@@ -73,7 +73,7 @@ class TablePreparer:
         state.refuse_evolution(None)
         schema = self.tables.schema(state)
         if not cfg.schematization or (schema is not None and not schema.evolution) or sum(
-                1 for name in fields if schema is None or schema.find(name, exact=normalize) is None) <= bound:
+                1 for name in fields if schema is None or schema.find(name) is None) <= bound:
             return fields
         state.refuse_evolution(f"it has more keys than floeline.schema.evolution.max.new.columns ({bound}) "
                                f"lets a batch add as columns: raise the setting, or nest such keys "

@@ -10,20 +10,24 @@ commit's userMetadata."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from floeline.errors import ServiceUnavailable, TableError
 from floeline.ingest.bad_records import BadRecords
+from floeline.ingest.identity_order import generates_identity, in_offset_order
 from floeline.ingest.landing import Landing, landing
 from floeline.ingest.sink import TableBatch
 from floeline.ingest.table_preparer import TablePreparer, record_fields
 from floeline.ingest.table_state import Tables
 from floeline.naming import display_identifier
-from floeline.records import shaping
+from floeline.records import shaping, values_to_columns
 from floeline.records.content import quote_column
 from floeline.warehouse.commits import commit
 from floeline.warehouse.pipes import pipe_for_table
+
+log = logging.getLogger("floeline")
 
 
 @dataclass
@@ -33,6 +37,9 @@ class Shaped:
     columns: list[str]  # the select list of the write
     stage: str  # SQL: the stage a row error is reported at
     fields: dict  # column name -> (keys, type) of the default pipe; {} for a user's pipe
+    # Delta numbers an identity column the write leaves out: one task, rows in offset
+    # order (identity_order.py)
+    offset_order: bool = False
 
     @property
     def can_fail(self) -> bool:
@@ -48,6 +55,7 @@ class TableSink:
         self.config, self.spark, self.warehouse, self.tables = config, spark, warehouse, tables_
         self.bad, self.preparer, self.before_commit = bad, preparer, before_commit
         self.metrics, self.declared_types = metrics, declared_types
+        self._ignored_keys: dict[str, set[str]] = {}  # table -> keys logged as ignored
 
     def start(self) -> None:
         """Nothing to do when the connector starts (the tables hold their positions)."""
@@ -120,11 +128,33 @@ class TableSink:
         declared = self.declared_types(set().union(*(c.schema_ids for c in batch.channels.values())))
         schema = self.preparer.prepare(state, lands.rows, fields, declared)
         batch.phase("table")
+        reject = schema.evolution or cfg.validation == "client_side"
+        if not reject:
+            self._note_ignored_keys(state.ref, shaping.unmatched_keys(schema, all_fields))
         shaped = shaping.default_pipe_rows(schema, lands.rows, all_fields, cfg.schematization,
-                                           cfg.column_normalization, display_name(state.ref),
-                                           binary_format=cfg.binary_format,
+                                           display_name(state.ref), reject_unmatched=reject,
+                                           rules=values_to_columns.rules_for(cfg.validation),
                                            evolution_refused=state.evolution_refused)
-        return Shaped(shaped, _written_columns(schema, shaped), "'table write'", fields)
+        written = {c.name for i, c in enumerate(schema.columns) if f"_c{i}" in shaped.columns}
+        return Shaped(shaped, _written_columns(schema, shaped), "'table write'", fields,
+                      generates_identity(schema, written))
+
+    def _note_ignored_keys(self, ref, keys: list[str]) -> None:
+        """Server-side validation with evolution off: the default pipe ignores keys that
+        have no column (Snowflake's documented rule), so the record lands without them;
+        each such key is logged once per table so that its loss is not silent."""
+        seen = self._ignored_keys.setdefault(ref.full_name, set())
+        new = sorted(set(keys) - seen)
+        if not new:
+            return
+        seen.update(new)
+        shown = ", ".join(repr(k) for k in new[:10]) + (", ..." if len(new) > 10 else "")
+        log.warning("table %s: record keys %s match no column and schema evolution is off "
+                    "(ENABLE_SCHEMA_EVOLUTION = FALSE); the records land without them, as "
+                    "Snowflake's default pipe ignores such keys with snowflake.validation="
+                    "server_side. To keep them: ALTER TABLE %s ADD COLUMN ..., or SET "
+                    "ENABLE_SCHEMA_EVOLUTION = TRUE; to reject such records instead: "
+                    "snowflake.validation=client_side", display_name(ref), shown, display_name(ref))
 
     def _divert_empty_keys(self, batch: TableBatch, lands: Landing) -> None:
         rows = lands.rows.selectExpr("*", (
@@ -136,13 +166,15 @@ class TableSink:
         lands.expected -= rejected
 
     def _rows_to_commit(self, shaped: Shaped):
+        rows = shaped.rows
         if shaped.can_fail and self.config.errors_tolerance == "none":
             # Checked inside the write: a bad row fails it before anything commits.
-            return shaped.rows.where("assert_true(_row_error IS NULL, _row_error) IS NULL") \
-                .selectExpr(*shaped.columns)
-        if shaped.can_fail:
-            return shaped.rows.where("_row_error IS NULL").selectExpr(*shaped.columns)
-        return shaped.rows.selectExpr(*shaped.columns)
+            rows = rows.where("assert_true(_row_error IS NULL, _row_error) IS NULL")
+        elif shaped.can_fail:
+            rows = rows.where("_row_error IS NULL")
+        if shaped.offset_order:
+            rows = in_offset_order(rows, "_src_channel", "_src_position")
+        return rows.selectExpr(*shaped.columns)
 
     def _divert_row_errors(self, batch: TableBatch, shaped: Shaped, lands: Landing) -> int:
         _, rejected = self.bad.divert(shaped.rows, "_row_error", shaped.stage, batch.state.ref,

@@ -1,12 +1,18 @@
 """What the connector knows about each destination table while it runs: the channel
 positions it holds (read once from the table, then kept up to date by each commit),
 its schema (cached, re-read after DDL, failures and SCHEMA_TTL_S), and what the
-one-pass path needs (the record keys earlier batches held)."""
+one-pass path needs (the record keys earlier batches held).
+
+ENABLE_SCHEMA_EVOLUTION is re-read with the schema, except under client-side validation
+(`pins_evolution`): there Snowflake's connector reads it once, when it opens the
+table's channel, and keeps that answer until it restarts (its test
+test_schema_evolution_disabled_mid_stream: switched off mid-stream, the running
+connector still adds the new column), so the first read of a run holds for the run."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from floeline.sources.base import Committed, position_after
 from floeline.warehouse import tables
@@ -38,6 +44,10 @@ class TableState:
     # Why this batch's schema evolution left some keys without a column (they were
     # over floeline.schema.evolution.max.new.columns): their records' row error says it.
     evolution_refused: str | None = None
+    # Client-side validation: the evolution flag as the run first read it (or created
+    # the table with), which every later read of the schema keeps.
+    pins_evolution: bool = False
+    evolution_at_open: bool | None = None
 
     def holds(self, channel: str, position: str | None) -> bool:
         """True when the table already holds `channel` up to `position` or further."""
@@ -59,7 +69,12 @@ class TableState:
         self.committed = after
 
     def remember_schema(self, schema: TableSchema | None) -> None:
-        """The table's schema as just read (or created)."""
+        """The table's schema as just read (or created); with `pins_evolution`, its
+        evolution flag as the run first saw it."""
+        if schema is not None and self.pins_evolution:
+            if self.evolution_at_open is None:
+                self.evolution_at_open = schema.evolution
+            schema = replace(schema, evolution=self.evolution_at_open)
         self.schema, self.schema_read_at = schema, time.time()
 
     def forget_schema(self) -> None:
@@ -111,13 +126,15 @@ class TableState:
 class Tables:
     """The connector's tables by full name, created on first use. `owners`: on S3, the
     owner records that keep each table to this one connector (warehouse/owners.py),
-    taken before the table is first read."""
+    taken before the table is first read. `pin_evolution`: client-side validation
+    (TableState.pins_evolution)."""
 
     spark: object
     warehouse: Warehouse
     connector: str
     states: dict[str, TableState] = field(default_factory=dict)
     owners: TableOwners | None = None
+    pin_evolution: bool = False
 
     def check_owned(self) -> None:
         """Before a commit: this connector still owns its tables (S3; else nothing)."""
@@ -129,7 +146,8 @@ class Tables:
         if state is None:
             if self.owners is not None:
                 self.owners.acquire(ref)
-            state = TableState(ref, read_committed(self.spark, ref, self.connector))
+            state = TableState(ref, read_committed(self.spark, ref, self.connector),
+                               pins_evolution=self.pin_evolution)
             self.states[ref.full_name] = state
         return state
 

@@ -18,7 +18,7 @@ class Column:
     type: str  # Spark DDL type, e.g. "decimal(38,0)", "string", "variant"
     nullable: bool = True
     default: str | None = None  # DEFAULT: a Spark SQL expression
-    identity: tuple[int, int] | None = None  # AUTOINCREMENT (start, step); only when creating
+    identity: tuple[int, int] | None = None  # AUTOINCREMENT / IDENTITY (start, step)
     declared: str = ""  # the Snowflake type when the Spark type loses it: "VARCHAR(10)", "TIME"
 
 
@@ -27,19 +27,13 @@ class TableSchema:
     columns: tuple[Column, ...]
     evolution: bool
 
-    def find(self, name: str, exact: bool = False) -> Column | None:
-        """The column matching `name` case-insensitively (Snowflake's default pipe rule),
-        or exactly (keys normalized as SQL identifiers); the first such column."""
-        if exact:
-            return self._by_name.get(name)
+    def find(self, name: str) -> Column | None:
+        """The column matching `name` case-insensitively (Snowflake's default pipe rule
+        in every mode); the first such column."""
         return self._by_upper_name.get(name.upper())
 
     # Indexes for find: a record with 100,000 keys asks once per key (a scan per key
     # was quadratic, hours on such a table).
-    @functools.cached_property
-    def _by_name(self) -> dict[str, Column]:
-        return {c.name: c for c in reversed(self.columns)}
-
     @functools.cached_property
     def _by_upper_name(self) -> dict[str, Column]:
         return {c.name.upper(): c for c in reversed(self.columns)}

@@ -20,15 +20,15 @@ _SOURCE = ("channel", "position", "timestamp", "headers", "source", "_error_clas
 def fields_of(merged_schema: str, normalize: bool = False) -> dict[str, tuple[list[str], str]]:
     """Column name -> (the JSON keys that map to it, their variant type), from a
     schema_of_variant(_agg) result; keys naming one column (differing only in case,
-    or `c` and `C` when keys are normalized) share it. `normalize`: see
+    such as `c` and `"c"` when keys are normalized) share it. `normalize`: see
     naming.column_name_for_key."""
     fields: dict[str, tuple[list[str], str]] = {}
     index: dict[str, str] = {}
     for key, vtype in parse_object_schema(merged_schema):
         name = column_name_for_key(key, normalize)
-        existing = index.get(column_match_key(name, normalize))
+        existing = index.get(column_match_key(name))
         if existing is None:
-            index[column_match_key(name, normalize)] = name
+            index[column_match_key(name)] = name
             fields[name] = ([key], vtype)
         else:
             keys, old = fields[existing]
@@ -36,22 +36,21 @@ def fields_of(merged_schema: str, normalize: bool = False) -> dict[str, tuple[li
     return fields
 
 
-def field_for(column: Column, fields, normalize: bool = False) -> tuple[list[str], str]:
-    """The JSON keys matching `column` (case-insensitively, or exactly when keys are
-    normalized) and their batch type."""
-    wanted = column_match_key(column.name, normalize)
+def field_for(column: Column, fields) -> tuple[list[str], str]:
+    """The JSON keys matching `column` (case-insensitively) and their batch type."""
+    wanted = column_match_key(column.name)
     for name, field in fields.items():
-        if column_match_key(name, normalize) == wanted:
+        if column_match_key(name) == wanted:
             return field
     return [], "VOID"
 
 
 
-def unmatched_keys(schema: TableSchema, fields, normalize: bool = False) -> list[str]:
+def unmatched_keys(schema: TableSchema, fields) -> list[str]:
     """The batch's keys that name no column of the table (schema evolution is off, or
-    their column cannot be added beside one that differs only in case)."""
+    refused their columns)."""
     return [key for name, (keys, _type) in fields.items()
-            if schema.find(name, exact=normalize) is None for key in keys]
+            if schema.find(name) is None for key in keys]
 
 
 # Past this many keys without a column, a record's row error is found with one array
@@ -88,37 +87,39 @@ def _many_keys_error_sql(keys: list[str], table: str, why: str) -> str:
 
 def _unmatched_why(evolution: bool, table: str) -> str:
     if evolution:
-        why = ("a column named like it but for case exists, and Delta column names are "
-               "case-insensitive: rename the key (ReplaceField transform) or the column")
+        why = ("schema evolution did not add its column (the table changed under the "
+               "connector): the record lands once the batch runs again")
     else:
-        why = (f"schema evolution is off (ENABLE_SCHEMA_EVOLUTION = FALSE): add the column "
-               f"(ALTER TABLE {table} ADD COLUMN ...) or ALTER TABLE {table} SET "
-               f"ENABLE_SCHEMA_EVOLUTION = TRUE")
+        why = (f"schema evolution is off (ENABLE_SCHEMA_EVOLUTION = FALSE when the connector "
+               f"opened the table): add the column (ALTER TABLE {table} ADD COLUMN ...), or ALTER "
+               f"TABLE {table} SET ENABLE_SCHEMA_EVOLUTION = TRUE and restart the connector")
     return why
 
 
 def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True,
-                      normalize: bool = False, table: str = "", reject_unmatched: bool = True,
-                      binary_format: str = "BASE64", evolution_refused: str | None = None):
+                      table: str = "", reject_unmatched: bool = True,
+                      rules: values_to_columns.Rules = values_to_columns.SERVER_SIDE,
+                      evolution_refused: str | None = None):
     """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
     why a record cannot land (a key with no column, a value that does not fit its
     column by Snowflake's conversion rules: records/values_to_columns.py) when one can fail.
     Values are extracted in one projection and checked in the next, so each is
     computed once. `reject_unmatched=False` ignores keys without a column (COPY's
-    MATCH_BY_COLUMN_NAME); the connector rejects such a record. `binary_format`: how a
-    string lands in a BINARY column (BASE64 or HEX).
+    MATCH_BY_COLUMN_NAME, and the server-side default pipe of a table with evolution
+    off); else such a record is a row error. `rules`: the conversion rules of the
+    connector's validation mode (values_to_columns.Rules).
 
     A column no record of the batch has a key for is left out (no `_c<i>`): Delta
     writes NULL, the column's DEFAULT or its next AUTOINCREMENT value there; a record
     without the key of a DEFAULT column gets the default (one whose key holds null
     gets NULL)."""
     values, errors, xs, stages = [], [], [], [[], []]
-    unmatched = unmatched_keys(schema, fields, normalize) if reject_unmatched else []
+    unmatched = unmatched_keys(schema, fields) if reject_unmatched else []
     if unmatched:  # checked first, as Snowflake checks a row's columns before its values
         errors.append(unmatched_keys_error_sql(unmatched, schema.evolution, table, evolution_refused))
     for i, column in enumerate(schema.columns):
         ref = f"_c{i}"
-        keys, batch_type = field_for(column, fields, normalize)
+        keys, batch_type = field_for(column, fields)
         if not keys and (column.nullable or column.default is not None) and not (
                 column.name.upper() == METADATA_COLUMN
                 or (column.name.upper() == CONTENT_COLUMN and not schematization)):
@@ -135,17 +136,17 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
             # so the rule reads them as columns instead of repeating their expressions.
             forms = values_to_columns.Forms(f"_x{i}", f"_k{i}", f"_t{i}", f"_n{i}")
             xs.append(f"{_first_held(keys)} AS {forms.x}")
-            for stage, exprs in zip(stages, values_to_columns.forms_sql(column, forms)):
+            for stage, exprs in zip(stages, values_to_columns.forms_sql(column, forms, rules)):
                 stage.extend(exprs)
-            value = values_to_columns.value_sql(column, forms, binary_format)
+            value = values_to_columns.value_sql(column, forms, rules)
             if column.default is not None:  # as COPY's MATCH_BY_COLUMN_NAME: a missing
                 # key takes the default, a key holding null is NULL
                 value = (f"CASE WHEN {has_key_sql(keys)} THEN {value} "
                          f"ELSE CAST(({column.default}) AS {column.type}) END")
             values.append(f"{value} AS {ref}")
             # Checked per row only when this batch holds values that may not fit.
-            if not values_to_columns.always_fits(batch_type, column):
-                errors.append(values_to_columns.error_sql(column, ref, forms.x, keys, binary_format))
+            if not values_to_columns.always_fits(batch_type, column, rules):
+                errors.append(values_to_columns.error_sql(column, ref, forms.x, keys, rules))
         else:
             values.append(f"CAST(NULL AS {column.type}) AS {ref}")
         if not column.nullable:

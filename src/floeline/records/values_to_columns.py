@@ -23,12 +23,22 @@ compatibility suite holds as the reference (the 3.x connector's), by column type
                 epoch, as a JSON number or a string, its unit guessed as Snowflake does
                 (seconds, milliseconds, microseconds or nanoseconds by magnitude)
   TIMESTAMP_LTZ/TZ  the same, an offset converting to the instant
-  VARIANT       any JSON value as it is
+  VARIANT       any JSON value as it is; with client-side validation a string is
+                parsed as JSON ('{"a":1}' -> {"a": 1}) and one that is not JSON
+                ('hello') is an error
   OBJECT        an object, or a string holding one
   ARRAY         an array, or a string holding JSON; anything else is wrapped ('42' ->
                 [42], 7 -> [7]); a string that is not JSON is an error
 
-A key that is absent or JSON null gives SQL NULL (NOT NULL columns check that).
+A key that is absent or JSON null gives SQL NULL (NOT NULL columns check that), in
+every column type: JSON null into ARRAY is NULL, not [null].
+
+Where the connector's modes differ (Rules): who validates a record decides how a
+string lands in BINARY and in VARIANT. With snowflake.validation=client_side (the 3.x
+connector, and the 4.x connector's compatibility mode) the connector validates it as
+the 3.x connector did: hex BINARY, a VARIANT string parsed as JSON. With server_side
+(the 4.x default) Snowflake's server does: base64 BINARY, a VARIANT string kept as a
+string. COPY uses hex (BINARY_FORMAT's default) and keeps VARIANT strings.
 """
 
 from __future__ import annotations
@@ -82,6 +92,24 @@ def _length(column: Column) -> int | None:
 
 
 @dataclass(frozen=True)
+class Rules:
+    """The conversion rules that depend on who validates the record (module docstring)."""
+
+    binary_format: str = "BASE64"  # how a string lands in BINARY: BASE64 or HEX
+    variant_strings_as_json: bool = False  # a string into VARIANT is parsed as JSON
+
+
+SERVER_SIDE = Rules()  # snowflake.validation=server_side: the 4.x connector's default
+CLIENT_SIDE = Rules("HEX", True)  # client_side: the 3.x connector, 4.x compatibility mode
+COPY = Rules("HEX", False)  # COPY INTO ... MATCH_BY_COLUMN_NAME and pipes on files
+
+
+def rules_for(validation: str) -> Rules:
+    """The rules of snowflake.validation=`validation` (server_side or client_side)."""
+    return CLIENT_SIDE if validation == "client_side" else SERVER_SIDE
+
+
+@dataclass(frozen=True)
 class Forms:
     """Names of the columns holding one value's forms, each computed once per row in
     its own projection (see shaping): the VARIANT, its kind, its trimmed text and the
@@ -93,11 +121,11 @@ class Forms:
     number: str
 
 
-def forms_sql(column: Column, forms: Forms) -> list[list[str]]:
+def forms_sql(column: Column, forms: Forms, rules: Rules = SERVER_SIDE) -> list[list[str]]:
     """The projections (in order) that compute the forms `column`'s rule reads from
     `forms.x`: [[kind, text], [number]], fewer when the rule needs fewer."""
     logical = logical_type(column)
-    if logical in ("VARCHAR", "VARIANT", "OTHER"):
+    if logical in ("VARCHAR", "OTHER") or (logical == "VARIANT" and not rules.variant_strings_as_json):
         return []
     kind_text = [f"schema_of_variant({forms.x}) AS {forms.kind}",
                  f"trim(BOTH ' \\t\\r\\n' FROM try_variant_get({forms.x}, '$', 'string')) AS {forms.text}"]
@@ -110,15 +138,15 @@ def forms_sql(column: Column, forms: Forms) -> list[list[str]]:
     return [kind_text, [f"{digits} AS {forms.number}"]]
 
 
-def value_sql(column: Column, forms: Forms, binary_format: str = "BASE64") -> str:
+def value_sql(column: Column, forms: Forms, rules: Rules = SERVER_SIDE) -> str:
     """The value in `column`'s type, NULL when it does not fit (or is absent or JSON
     null), from the forms forms_sql computed. A semi-structured column stored as JSON
     text (floeline.variant.storage=json) gets the VARIANT value's JSON."""
-    value = _typed_value_sql(column, forms, binary_format)
+    value = _typed_value_sql(column, forms, rules)
     return f"to_json({value})" if stores_json(column) else value
 
 
-def _typed_value_sql(column: Column, forms: Forms, binary_format: str) -> str:
+def _typed_value_sql(column: Column, forms: Forms, rules: Rules) -> str:
     x, kind, text, number = forms.x, forms.kind, forms.text, forms.number
     is_string = f"{kind} = 'STRING'"
     logical = logical_type(column)
@@ -134,7 +162,7 @@ def _typed_value_sql(column: Column, forms: Forms, binary_format: str) -> str:
                 f"WHEN {as_number} = 1 THEN true WHEN {as_number} = 0 THEN false END")
     if logical == "BINARY":
         decoded = (f"CASE WHEN {text} RLIKE '^([0-9A-Fa-f]{{2}})*$' THEN unhex({text}) END"
-                   if binary_format == "HEX" else f"try_to_binary({text}, 'base64')")
+                   if rules.binary_format == "HEX" else f"try_to_binary({text}, 'base64')")
         return f"CASE WHEN {is_string} THEN {decoded} END"
     epoch = f"CASE WHEN {number} IS NOT NULL THEN {{}} END"
     if logical == "DATE":
@@ -158,13 +186,15 @@ def _typed_value_sql(column: Column, forms: Forms, binary_format: str) -> str:
         return (f"CASE WHEN {is_string} AND {text} RLIKE '{_TIME_RE}' THEN {written} "
                 f"ELSE {epoch.format(of_day)} END")
     if logical == "VARIANT":
-        return x
+        if rules.variant_strings_as_json:
+            return f"CASE WHEN is_variant_null({x}) THEN NULL WHEN {is_string} THEN try_parse_json({text}) ELSE {x} END"
+        return f"CASE WHEN NOT is_variant_null({x}) THEN {x} END"
     if logical == "OBJECT":
         return (f"CASE WHEN {kind} LIKE 'OBJECT%' THEN {x} "
                 f"WHEN {is_string} AND left({text}, 1) = '{{' THEN try_parse_json({text}) END")
     if logical == "ARRAY":
         parsed = f"try_parse_json({text})"
-        return (f"CASE WHEN {kind} LIKE 'ARRAY%' THEN {x} "
+        return (f"CASE WHEN is_variant_null({x}) THEN NULL WHEN {kind} LIKE 'ARRAY%' THEN {x} "
                 f"WHEN {is_string} AND left({text}, 1) = '[' THEN {parsed} "
                 f"WHEN {is_string} THEN {_wrap(parsed)} ELSE {_wrap(x)} END")
     return f"try_variant_get({x}, '$', {sql_string(column.type)})"
@@ -196,7 +226,7 @@ def _epoch_ntz(n: str) -> str:
             f"make_dt_interval(0, 0, 0, CAST({_epoch_micros(n)} AS DECIMAL(20,0)) / 1000000)")
 
 
-def reason(column: Column, binary_format: str = "BASE64") -> str:
+def reason(column: Column, rules: Rules = SERVER_SIDE) -> str:
     """Why a value does not convert to `column`, in words."""
     logical, name = logical_type(column), type_name(column)
     return {
@@ -204,7 +234,7 @@ def reason(column: Column, binary_format: str = "BASE64") -> str:
         "FLOAT": "not a number",
         "BOOLEAN": "not a boolean (true/false, 0/1, or one of 'true', 'false', 't', 'f', 'yes', "
                    "'no', 'y', 'n', 'on', 'off', '1', '0')",
-        "BINARY": ("not a hex string" if binary_format == "HEX" else
+        "BINARY": ("not a hex string" if rules.binary_format == "HEX" else
                    "not a base64 string (hex strings need snowflake.validation=client_side)"),
         "DATE": "not a date string (YYYY-MM-DD, an ISO timestamp or an integer-stored one)",
         "TIME": "not a time string (HH:MM[:SS[.fffffffff]] with an optional offset, or an "
@@ -213,15 +243,17 @@ def reason(column: Column, binary_format: str = "BASE64") -> str:
         "TIMESTAMP_LTZ": "not a timestamp (an ISO string, or an integer epoch)",
         "OBJECT": "not a JSON object (or a string holding one)",
         "ARRAY": "a string that is not valid JSON",
+        "VARIANT": ("a string that is not valid JSON (snowflake.validation=client_side parses a "
+                    "string into VARIANT as JSON)"),
     }.get(logical, f"does not convert to {name}")
 
 
-def error_sql(column: Column, ref: str, x: str, keys: list[str], binary_format: str = "BASE64") -> str:
+def error_sql(column: Column, ref: str, x: str, keys: list[str], rules: Rules = SERVER_SIDE) -> str:
     """Why a record's value for `column` does not fit, or NULL: `x` names the record's
     VARIANT value (of the first of `keys` it holds), `ref` the converted one."""
     key = " or ".join(repr(k) for k in keys)
     failed = sql_string(f" of key {key} does not fit column {column.name} of type "
-                        f"{type_name(column)}: {reason(column, binary_format)}")
+                        f"{type_name(column)}: {reason(column, rules)}")
     limits = limit_error_sql(ref, column) or "NULL"
     return (f"CASE WHEN {ref} IS NULL AND {x} IS NOT NULL AND NOT is_variant_null({x}) THEN "
             f"concat('value ', left(to_json({x}), 200), {failed}) ELSE {limits} END")
@@ -253,13 +285,15 @@ def limit_error_sql(ref: str, column: Column) -> str | None:
     return f"CASE {whens} END"
 
 
-def always_fits(batch_type: str, column: Column) -> bool:
+def always_fits(batch_type: str, column: Column, rules: Rules = SERVER_SIDE) -> bool:
     """True when every JSON value of the batch-wide `batch_type` (from
     schema_of_variant_agg) converts to `column` and fits it, so the per-row check can
     be skipped for that column."""
     head = re.match(r"[A-Z_]+", batch_type)
     head = head.group(0) if head else ""
     logical = logical_type(column)
+    if logical == "VARIANT" and rules.variant_strings_as_json:
+        return head not in ("STRING", "VARIANT")
     if head == "VOID" or logical == "VARIANT":
         return True
     if logical == "VARCHAR":

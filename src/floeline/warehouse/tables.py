@@ -108,10 +108,18 @@ def _read_schema_with_spark(spark, ref: TableRef) -> TableSchema | None:
 def _table_schema(schema, properties: dict[str, str]) -> TableSchema:
     declared = json.loads(properties.get(DECLARED_TYPES_PROPERTY) or "{}")
     columns = tuple(Column(f.name, f.dataType.simpleString(), f.nullable,
-                           f.metadata.get("CURRENT_DEFAULT"), declared=declared.get(f.name, ""))
+                           f.metadata.get("CURRENT_DEFAULT"), _identity(f.metadata),
+                           declared=declared.get(f.name, ""))
                     for f in schema.fields)
     evolution = str(properties.get(EVOLUTION_PROPERTY, "false")).lower() == "true"
     return TableSchema(columns, evolution)
+
+
+def _identity(metadata: dict) -> tuple[int, int] | None:
+    """(start, step) of a Delta identity column, from its field metadata; else None."""
+    if "delta.identity.start" not in metadata:
+        return None
+    return int(metadata["delta.identity.start"]), int(metadata["delta.identity.step"])
 
 
 def table_properties(spark, ref: TableRef) -> dict[str, str]:
