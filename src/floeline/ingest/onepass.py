@@ -261,9 +261,16 @@ def _replayed(state, channel: str, before: str | None) -> bool:
 def _learn_from_sample(preparer, normalize: bool, state, df) -> bool:
     """Before a table's first batch: create or evolve the table from the keys of the
     batch's first records, so the whole batch can try one pass (a record with other
-    keys sends it to the general path). True when the sample was usable."""
+    keys sends it to the general path). True when the sample was usable.
+
+    The sample is cached only for a table that exists: evolving one reads the sample
+    again (NOT NULL checks), while a new table is created from the keys alone, and
+    caching its sample cost a Spark job of its own in a new connector's first batch."""
     sample = df.limit(ONE_PASS_SAMPLE).selectExpr(
-        f"{PARSE_VALUE_SQL} AS v").where("v IS NOT NULL").persist()
+        f"{PARSE_VALUE_SQL} AS v").where("v IS NOT NULL")
+    cached = preparer.tables.schema(state) is not None
+    if cached:
+        sample = sample.persist()
     try:
         merged = sample.selectExpr("schema_of_variant_agg(v) AS s").first()["s"] or ""
         fields = shaping.fields_of(merged, normalize)
@@ -273,4 +280,5 @@ def _learn_from_sample(preparer, normalize: bool, state, df) -> bool:
         state.learn_keys(k for keys, _t in fields.values() for k in keys)
         return True
     finally:
-        sample.unpersist()
+        if cached:
+            sample.unpersist()
