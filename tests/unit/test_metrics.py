@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from floeline.config import config_from_dict
 from floeline.ingest.progress import BatchReport
 from floeline.ops.http import OpsServer
-from floeline.ingest.metrics import ConnectorMetrics
+from floeline.ingest.metrics import ConnectorMetrics, forget_connector
 from floeline.sources.base import Committed, Head, Lag
 
 
@@ -87,6 +87,26 @@ def test_batches_add_up_per_channel_and_table():
     assert after[("floeline_batch_duration_seconds_bucket", (("le", "1.0"),))] == 1
     assert after[("floeline_end_to_end_latency_seconds_sum", ())] == 2.0
     assert str(metrics.lag()) == "5"
+
+
+def test_forgetting_a_connector_removes_its_series_and_keeps_the_others():
+    gone, kept = (f"m{uuid.uuid4().hex[:6]}" for _ in range(2))
+    for name in (gone, kept):
+        metrics = ConnectorMetrics(name, "FLOELINE", "PUBLIC")
+        metrics.started(Committed({"orders/0": "9"}))
+        metrics.committed(BatchReport(1, records_read=4, rows_written={"ORDERS": 4}, duration_s=0.1,
+                                      latency_p50_ms=100), {"orders/0": "12"})
+        metrics.dead_letters("ORDERS", "dlq", 1)
+        metrics.table_commit_error("ORDERS")
+        metrics.set_heads({"orders/0": Head("14", Lag(2))})
+    forget_connector(gone)
+    text = generate_latest(REGISTRY).decode()
+    assert scrape_text(text, gone) == {}
+    assert f'connector="{gone}"' not in text
+    kept_series = scrape_text(text, kept)
+    assert kept_series[("floeline_records_read_total", ())] == 4
+    assert kept_series[("floeline_channel_lag_records", (("channel", "orders/0"),))] == 2
+    forget_connector(gone)  # twice, or a connector never run: nothing to do
 
 
 def get(url: str) -> tuple[int, str, str]:

@@ -484,3 +484,46 @@ def test_a_status_trace_never_shows_a_secret(server, client):
     server.herder.status = failed
     body = client.call("GET", "/connectors/orders-sink/status")[1]
     assert body["connector"]["state"] == "FAILED" and "MIIEvQ-private" not in json.dumps(body)
+
+
+def test_validate_checks_the_config_as_create_runs_it_with_the_workers_defaults():
+    """A connector that leaves its Kafka security to the worker is valid (as POST
+    /connectors accepts it); the worker's values are never shown; a problem the worker's
+    config causes is reported against the inherited key, saying so."""
+    from floeline.worker.settings import worker_settings_from_dict
+
+    herder = InMemoryContractHerder()
+    herder.settings = worker_settings_from_dict({
+        "bootstrap.servers": "broker:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"})
+    rest = RestServer({"listeners": "http://127.0.0.1:0"}, herder).start()
+    try:
+        client = Client(rest.url)
+        jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";'
+        status, body, _ = client.call("PUT", "/connector-plugins/SnowflakeStreamingSink/config/validate",
+                                      {"name": "ok", **config(), "sasl.jaas.config": jaas})
+        assert status == 200 and body["error_count"] == 0, body
+        values = {c["value"]["name"]: c["value"]["value"] for c in body["configs"]}
+        assert values["sasl.jaas.config"] == MASK
+        assert values["bootstrap.servers"] != "broker:9093" and values["security.protocol"] != "SASL_SSL"
+
+        status, body, _ = client.call("PUT", "/connector-plugins/SnowflakeStreamingSink/config/validate",
+                                      {"name": "no-jaas", **config()})
+        assert status == 200 and body["error_count"] == 1, body
+        [problem] = [c["value"] for c in body["configs"] if c["value"]["errors"]]
+        assert problem["name"] == "security.protocol" and "inherited from the worker" in problem["errors"][0]
+        assert problem["value"] != "SASL_SSL"
+    finally:
+        rest.close()
+
+    # Without the worker's defaults the same connector is invalid (what validate said before).
+    status, body, _ = _validated_by_a_herder_without_settings(jaas)
+    assert status == 200 and body["error_count"] >= 1
+
+
+def _validated_by_a_herder_without_settings(jaas):
+    rest = RestServer({"listeners": "http://127.0.0.1:0"}, InMemoryContractHerder()).start()
+    try:
+        return Client(rest.url).call("PUT", "/connector-plugins/SnowflakeStreamingSink/config/validate",
+                                     {"name": "ok", **config(), "sasl.jaas.config": jaas})
+    finally:
+        rest.close()

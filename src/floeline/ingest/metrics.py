@@ -75,6 +75,31 @@ TABLE_COMMIT_ERRORS = Counter(
     "floeline_table_commit_errors", "Failed Delta commits to the table", _TABLE)
 
 
+# Every family with its label names: what forget_connector clears.
+_FAMILIES = (
+    (PROCESSED_POSITION, _CHANNEL), (COMMITTED_POSITION, _CHANNEL), (LATEST_POSITION, _CHANNEL),
+    (LAG_RECORDS, _CHANNEL), (RECORDS_READ, ("connector",)), (ROWS_WRITTEN, _TABLE),
+    (ROW_ERRORS, _TABLE), (DEAD_LETTERS, _TABLE + ("destination",)),
+    (BATCH_DURATION, ("connector",)), (LATENCY, ("connector",)), (LAST_COMMIT, ("connector",)),
+    (QUERY_ACTIVE, ("connector",)), (SOURCE_READ_ERRORS, ("connector",)),
+    (SOURCE_COMMIT_ERRORS, ("connector",)), (TABLE_COMMIT_ERRORS, _TABLE),
+)
+
+
+def forget_connector(connector: str) -> None:
+    """Remove every series labelled with `connector` (a worker deleted it), so /metrics
+    stops showing a connector that no longer exists."""
+    for family, label_names in _FAMILIES:
+        labelled = {tuple(sample.labels[n] for n in label_names)
+                    for metric in family.collect() for sample in metric.samples
+                    if sample.labels.get("connector") == connector}
+        for labels in labelled:
+            try:
+                family.remove(*labels)
+            except KeyError:  # removed meanwhile by another deletion
+                pass
+
+
 def position_value(position: str) -> float:
     """A position (a digit string) as a gauge's value."""
     return float(int(position))

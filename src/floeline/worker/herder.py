@@ -35,6 +35,7 @@ import traceback
 from floeline import secret_references, startup
 from floeline.config import ConnectorConfig, config_from_dict, describe_ignored
 from floeline.errors import ConfigError, FloelineError
+from floeline.ingest.metrics import forget_connector
 from floeline.secrets import scrub
 from floeline.worker.errors import AlreadyExists, BadRequest, NotFound
 from floeline.worker.settings import WorkerSettings
@@ -346,6 +347,7 @@ class Herder:
         with self._lock:
             if self._runners.get(name) is runner:
                 del self._runners[name]
+        forget_connector(name)  # its series leave /metrics with it
 
     # ---- what a connector is -----------------------------------------------------------
 

@@ -321,7 +321,9 @@ class ConnectApi:
     def validate(self, req: Request, plugin: str) -> Reply:
         validation.plugin_class(plugin)  # 404 for an unknown plugin before reading the body
         config = _config_of(req.json(), "the request body")
-        return Reply(200, validation.validate(plugin, config))
+        settings = getattr(self.herder, "settings", None)  # the worker's defaults, as create merges them
+        inherit = settings.connector_settings if settings is not None else None
+        return Reply(200, validation.validate(plugin, config, inherit))
 
     # -- helpers
     def _status(self, name: str) -> dict:

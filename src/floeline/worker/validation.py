@@ -13,7 +13,7 @@ floeline's config refuses them, so validate says so). Secret values are masked."
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from floeline import __version__
 from floeline.config import (
@@ -179,8 +179,14 @@ def _key_named_by(message: str, known: set[str], settings: Mapping[str, str]) ->
 
 # ---------------------------------------------------------------- ConfigInfos
 
-def validate(plugin: str, settings: Mapping[str, str]) -> dict:
-    """PUT /connector-plugins/{plugin}/config/validate: Connect's ConfigInfos."""
+def validate(plugin: str, settings: Mapping[str, str],
+             inherit: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None) -> dict:
+    """PUT /connector-plugins/{plugin}/config/validate: Connect's ConfigInfos.
+
+    `inherit` is the worker's merge (its defaults under the connector's own keys, as
+    create runs it): the config is checked as it would run, so a key left to the worker
+    is not reported missing. Values shown are the user's (or the defaults), never the
+    worker's; a problem about an inherited key says it comes from the worker."""
     cls = plugin_class(plugin)
     given_class = (settings.get("connector.class") or "").strip()
     if given_class:
@@ -190,13 +196,16 @@ def validate(plugin: str, settings: Mapping[str, str]) -> dict:
             same = False
         if not same:
             raise BadRequest(f"Included connector type {given_class} does not match request type {plugin}")
-    return config_infos(plugin, settings)
+    return config_infos(plugin, settings, inherit)
 
 
-def config_infos(name: str, settings: Mapping[str, str]) -> dict:
+def config_infos(name: str, settings: Mapping[str, str],
+                 inherit: Callable[[Mapping[str, str]], Mapping[str, str]] | None = None) -> dict:
     """{"name", "error_count", "groups", "configs"} for `settings`: one entry per
-    defined key (its value, or its default when not given) and one per unknown key."""
-    problems = problems_by_key(settings)
+    defined key (its value, or its default when not given) and one per unknown key.
+    With `inherit`, the problems are those of the merged config (see validate)."""
+    effective = dict(inherit(settings)) if inherit is not None else dict(settings)
+    problems = _marked_inherited(problems_by_key(effective), settings, effective)
     configs, groups = [], []
     uses = _key_uses(settings)
     for definition in definitions(settings, uses):
@@ -211,6 +220,18 @@ def config_infos(name: str, settings: Mapping[str, str]) -> dict:
                         "value": _value(key, settings.get(key), problems[key], [])})
     return {"name": name, "error_count": sum(len(c["value"]["errors"]) for c in configs),
             "groups": groups, "configs": configs}
+
+
+def _marked_inherited(problems: dict[str, list[str]], settings: Mapping[str, str],
+                      effective: Mapping[str, str]) -> dict[str, list[str]]:
+    """A problem about a key the user did not send but the worker supplies says so: the
+    fix is in the worker's config, or in setting the key on the connector."""
+    marked = {}
+    for key, errors in problems.items():
+        inherited = key not in settings and key in effective
+        marked[key] = [f"{e} (the value is inherited from the worker's config; set {key} on the "
+                       f"connector to override it)" if inherited else e for e in errors]
+    return marked
 
 
 def _value(key: str, value: str | None, errors: list[str], recommended: list[str]) -> dict:
