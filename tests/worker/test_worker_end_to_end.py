@@ -20,7 +20,7 @@ from floeline.dev import kafka as devkafka
 from floeline.sources.kafka import produce
 from test_worker_process import WorkerProcess
 from worker_services import (assert_exactly_once, aws, coordinates, kafka, produce_numbered, spark,  # noqa: F401
-                             topic_name, wait_for, wait_rows)
+                             table_committed, topic_name, wait_for, wait_rows)
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +56,7 @@ def wait_state(url: str, name: str, state: str, timeout: float = 180) -> None:
 
 def kinesis_rows(spark, warehouse: str, table: str) -> int:
     path = os.path.join(warehouse, "FLOELINE", "PUBLIC", table)
-    if not os.path.exists(os.path.join(path, "_delta_log")):
+    if not table_committed(path):
         return 0
     return spark.read.format("delta").load(path).count()
 

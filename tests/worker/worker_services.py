@@ -32,10 +32,18 @@ def table_path(warehouse: str, table: str) -> str:
     return os.path.join(warehouse, "FLOELINE", "PUBLIC", table)
 
 
+def table_committed(path: str) -> bool:
+    """True once the table at `path` has its first commit: Delta makes _delta_log before
+    it writes that commit, and reading the table in between finds no table."""
+    log = os.path.join(path, "_delta_log")
+    return os.path.isdir(log) and any(name.endswith(".json") for name in os.listdir(log))
+
+
 def coordinates(spark, warehouse: str, table: str) -> list[tuple[int, int]]:
-    """Every (partition, offset) the table holds, from RECORD_METADATA ([] before it exists)."""
+    """Every (partition, offset) the table holds, from RECORD_METADATA ([] before its
+    first commit)."""
     path = table_path(warehouse, table)
-    if not os.path.exists(os.path.join(path, "_delta_log")):
+    if not table_committed(path):
         return []
     df = spark.read.format("delta").load(path)
     return [(r["p"], r["o"]) for r in df.selectExpr(
