@@ -22,7 +22,7 @@ of the same run.
      single connector's.
 
 Last line: post_to_first_row_median_s=N post_to_first_row_max_s=N bare_first_row_median_s=N
-run_first_row_s=N worker_peak_rss_mb=N run_rss_mb=N single_rows_per_s=N
+run_first_row_s=N worker_peak_rss_mb=N worker_peak_pss_mb=N run_rss_mb=N single_rows_per_s=N
 many_connectors_rows_per_s=N many_ratio=R
 
     .venv/bin/python bench/bench_worker.py [--connectors 20] [--records 400000]
@@ -210,16 +210,35 @@ def child(args) -> int:
 
 # ---------------------------------------------------------------- the parent
 
+def tree_pss(pids: list[int]) -> int:
+    """The tree's proportional set size (bytes): pages shared between its processes
+    counted once. Summed RSS counts a JVM twice while it forks a Python worker (the
+    child shares every page until it execs), which a 0.2 s sample catches."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            continue
+    return total
+
+
 def run_child(command: list[str], log_path: str) -> dict:
-    """Run the worker child; its result with the tree's peak RSS (bytes)."""
+    """Run the worker child; its result with the tree's peak RSS and PSS (bytes)."""
     with open(log_path, "w") as log:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
         reader.start()
-        peak = 0
+        peak = peak_pss = 0
         while proc.poll() is None:
-            peak = max(peak, _cpu_and_rss(_tree(proc.pid))[1])
+            tree = _tree(proc.pid)
+            peak = max(peak, _cpu_and_rss(tree)[1])
+            peak_pss = max(peak_pss, tree_pss(tree))
             time.sleep(0.2)
         reader.join(10)
     results = [json.loads(line[len(RESULT_MARK):]) for line in lines if line.startswith(RESULT_MARK)]
@@ -227,7 +246,7 @@ def run_child(command: list[str], log_path: str) -> dict:
         with open(log_path) as f:
             tail = f.read()[-4000:]
         raise SystemExit(f"the worker child failed ({proc.returncode}); its log {log_path}:\n{tail}")
-    return dict(results[0], rss=peak)
+    return dict(results[0], rss=peak, pss=peak_pss)
 
 
 def main() -> int:
@@ -292,6 +311,7 @@ def main() -> int:
           f"post_to_first_row_max_s={max(firsts):.2f} "
           f"bare_first_row_median_s={statistics.median(bare):.2f} "
           f"run_first_row_s={run['first']['s']:.1f} worker_peak_rss_mb={worker['rss'] / 2**20:.0f} "
+          f"worker_peak_pss_mb={worker['pss'] / 2**20:.0f} "
           f"run_rss_mb={run['rss'] / 2**20:.0f} single_rows_per_s={single_rate:.0f} "
           f"many_connectors_rows_per_s={many_rate:.0f} many_ratio={many_rate / single_rate:.2f}")
     return 0
