@@ -251,13 +251,15 @@ def _cmd_aws(args) -> int:
 
 
 def _cmd_setup(_args) -> int:
-    """Fetch everything a first run needs: the broker's jars, kinesis-local and Spark's
-    packages."""
+    """Fetch everything a first run and the tests need: the broker's jars, Kafka
+    Connect's (the REST shapes' reference worker), kinesis-local and Spark's packages."""
     from floeline.dev import aws as devaws
+    from floeline.dev import connect as devconnect
     from floeline.dev import kafka as devkafka
     from floeline.spark import get_spark
 
     print(f"kafka broker jars: {devkafka.fetch_broker_jars()}")
+    print(f"kafka connect jars (reference worker for tests): {devconnect.fetch_connect_jars()}")
     print(f"kinesis-local: {devaws.install_kinesis_local()}")
     spark = _start_spark_resolving_packages(get_spark)
     spark.range(1).count()
