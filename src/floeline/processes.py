@@ -5,6 +5,8 @@ Used by `floeline submit` and by the dev services (floeline/dev/)."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 from pathlib import Path
 
@@ -29,3 +31,31 @@ def recorded_pid(pid_file: Path) -> int | None:
 
 def last_lines(text: str, n: int) -> str:
     return "\n".join(text.rstrip().splitlines()[-n:])
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot, Linux /proc), None when it
+    is gone or unknown: with the pid it names one process, even after pid reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def gone_here(host: str, pid: int, start_ticks: int | None = None) -> bool:
+    """True when a process recorded as `pid` on `host` ran on this machine and no longer
+    runs; with `start_ticks` (process_start_ticks when it was recorded), a reused pid
+    counts as gone too. A process on another host is never known to be gone."""
+    if host != socket.gethostname():
+        return False
+    ticks = process_start_ticks(pid)
+    if ticks is not None:
+        return start_ticks is not None and ticks != start_ticks
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

@@ -21,10 +21,9 @@ import urllib.request
 from pathlib import Path
 
 from floeline.cache import cache_dir, install_once, installed_stamp
-from floeline.dev.kafka import KAFKA_VERSION
+from floeline.dev.kafka import KAFKA_VERSION, maven_download
 from floeline.dev.services import HOST, log_tail, require_tools
 from floeline.errors import SetupError
-from floeline.processes import last_lines
 
 _INSTALL_HINT = ("install a Java 17 JDK and Maven, e.g. "
                  "`apt-get install openjdk-17-jdk-headless maven`")
@@ -56,21 +55,8 @@ def fetch_connect_jars() -> Path:
     print(f"floeline: downloading the Apache Kafka Connect {KAFKA_VERSION} jars with Maven into "
           f"{libs} (first run only)...", file=sys.stderr, flush=True)
 
-    def download(tmp: Path) -> Path:
-        pom = tmp / "pom.xml"
-        pom.write_text(pom_text)
-        staged = tmp / "libs"
-        cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
-               "-DincludeScope=runtime", f"-DoutputDirectory={staged}"]
-        done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if done.returncode != 0 or not any(staged.glob("connect-runtime-*.jar")):
-            raise SetupError(
-                f"Maven could not fetch the Kafka Connect {KAFKA_VERSION} jars (`{' '.join(cmd)}` "
-                f"exited {done.returncode}); check network access to Maven's repository and "
-                f"your ~/.m2/settings.xml. Maven said:\n"
-                f"{last_lines(done.stdout + done.stderr, 30)}")
-        return staged
-
+    download = maven_download(pom_text, "connect-runtime-*.jar",
+                              f"the Kafka Connect {KAFKA_VERSION} jars")
     return install_once(libs, stamp, download)
 
 

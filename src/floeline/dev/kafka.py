@@ -85,6 +85,18 @@ def fetch_broker_jars() -> Path:
           f"into {libs} (first run only)...", file=sys.stderr, flush=True)
     started = time.monotonic()
 
+    download = maven_download(pom_text, "kafka_2.13-*.jar",
+                              f"the Kafka {KAFKA_VERSION} broker jars")
+    install_once(libs, stamp, download)
+    print(f"floeline: Kafka broker jars ready ({time.monotonic() - started:.0f}s)",
+          file=sys.stderr, flush=True)
+    return libs
+
+
+def maven_download(pom_text: str, marker_glob: str, what: str):
+    """A cache.install_once download step: the runtime dependencies of the pom
+    `pom_text` copied by Maven into <tmp>/libs, which must then hold a `marker_glob`
+    jar; a failure is a SetupError naming `what` with Maven's last lines."""
     def download(tmp: Path) -> Path:
         pom = tmp / "pom.xml"
         pom.write_text(pom_text)
@@ -92,18 +104,14 @@ def fetch_broker_jars() -> Path:
         cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
                "-DincludeScope=runtime", f"-DoutputDirectory={staged}"]
         done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if done.returncode != 0 or not any(staged.glob("kafka_2.13-*.jar")):
-            output = last_lines(done.stdout + done.stderr, 30)
+        if done.returncode != 0 or not any(staged.glob(marker_glob)):
             raise SetupError(
-                f"Maven could not fetch the Kafka {KAFKA_VERSION} broker jars "
-                f"(`{' '.join(cmd)}` exited {done.returncode}); check network access to "
-                f"Maven's repository and your ~/.m2/settings.xml. Maven said:\n{output}")
+                f"Maven could not fetch {what} (`{' '.join(cmd)}` exited {done.returncode}); "
+                f"check network access to Maven's repository and your ~/.m2/settings.xml. "
+                f"Maven said:\n{last_lines(done.stdout + done.stderr, 30)}")
         return staged
 
-    install_once(libs, stamp, download)
-    print(f"floeline: Kafka broker jars ready ({time.monotonic() - started:.0f}s)",
-          file=sys.stderr, flush=True)
-    return libs
+    return download
 
 
 def _resource_text(name: str) -> str:

@@ -41,6 +41,7 @@ import uuid
 from dataclasses import dataclass
 
 from floeline.errors import ConfigError, FloelineError, Terminal
+from floeline.processes import gone_here
 from floeline.warehouse.catalog import TableRef, Warehouse
 
 log = logging.getLogger("floeline")
@@ -83,15 +84,7 @@ class Owner:
 
     def dead_here(self) -> bool:
         """True when the owner ran on this machine and its process is gone."""
-        if self.host != socket.gethostname():
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
+        return gone_here(self.host, self.pid)
 
 
 def needed(warehouse: Warehouse) -> bool:

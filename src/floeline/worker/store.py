@@ -30,6 +30,7 @@ from urllib.parse import quote, unquote
 
 from floeline.config import locations
 from floeline.errors import ConfigError, FloelineError
+from floeline.processes import gone_here, process_start_ticks
 from floeline.warehouse.storage import Storage
 
 log = logging.getLogger("floeline")
@@ -107,16 +108,6 @@ class WorkerRunning(ConfigError):
     """Another live worker holds the warehouse's lease."""
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """When process `pid` started (clock ticks since boot, Linux /proc), None when it
-    is gone or unknown: with the pid it names one process, even after pid reuse."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 @dataclass(frozen=True)
 class LeaseRecord:
     host: str
@@ -137,18 +128,7 @@ class LeaseRecord:
 
     def gone(self) -> bool:
         """True when the holder ran on this machine and that process no longer runs."""
-        if self.host != socket.gethostname():
-            return False
-        ticks = process_start_ticks(self.pid)
-        if ticks is None:
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return True
-            except PermissionError:
-                return False
-            return False
-        return self.process_start is not None and ticks != self.process_start
+        return gone_here(self.host, self.pid, self.process_start)
 
 
 def _now_ms() -> int:
