@@ -20,7 +20,8 @@ from types import MappingProxyType
 from typing import Literal
 
 from floeline import secrets
-from floeline.config import kafka_security, kinesis, locations
+from floeline.config import changes, kafka_security, kinesis, locations
+from floeline.config.changes import ChangeSettings, read_change_settings
 from floeline.config.decoding import DecodeSpec, listed_aliases, read_decode_spec
 from floeline.config.files import parse_properties, settings_from_json
 from floeline.config.kafka_security import KafkaSecurity
@@ -59,7 +60,7 @@ TYPED_KEYS = frozenset({
     "floeline.metrics.port", "floeline.metrics.host", "floeline.metrics.ready.max.lag",
     "floeline.variant.storage", "floeline.table.auto.compact", "floeline.schema.evolution.max.new.columns",
     "floeline.warehouse.owner.timeout.ms", *locations.SETTING_KEYS,
-}) | kinesis.KEYS | kafka_security.KEYS
+}) | kinesis.KEYS | kafka_security.KEYS | changes.KEYS
 
 # Keys (and key families with free suffixes) read into the config's parts: transforms
 # (SMTs), converter and header options (config/decoding.py), Kafka client overrides.
@@ -256,6 +257,9 @@ class ConnectorConfig:
     # floeline.warehouse.owner.timeout.ms: a table owner that has not renewed its record
     # for this long is gone (warehouse/owners.py; tables on S3 only).
     owner_timeout_ms: int = 60000
+    # insert.mode, primary.key.*, delete.enabled: appends, or upserts and deletes by key
+    # (config/changes.py; change data capture)
+    changes: ChangeSettings = ChangeSettings()
 
 
 class Problem(str):
@@ -481,6 +485,7 @@ class _Reader:
             kafka_security=kafka_security.read_security(self.settings, self.problems),
             warehouse_s3=self.warehouse_s3(warehouse),
             owner_timeout_ms=self.integer("floeline.warehouse.owner.timeout.ms", 60000, minimum=1000),
+            changes=read_change_settings(self, schematization, method),
         )
 
     def metrics(self, count_records: int) -> MetricsSettings:
