@@ -123,3 +123,38 @@ def _request(worker: ConnectWorker, method: str, path: str, body: dict | None = 
     except OSError as exc:
         raise SetupError(f"Kafka Connect {method} {path} failed: {exc}") from exc
     return json.loads(raw) if raw else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m floeline.dev.debezium --bootstrap HOST:PORT`: the rig by hand, until
+    Ctrl-C (docs/cdc-postgres-demo.md)."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m floeline.dev.debezium",
+                                     description="PostgreSQL + Debezium in Kafka Connect, "
+                                                 "until Ctrl-C")
+    parser.add_argument("--bootstrap", required=True, help="the broker, e.g. 127.0.0.1:19092")
+    parser.add_argument("--state-dir", default=".floeline/cdc", type=Path)
+    args = parser.parse_args(argv)
+    rig = start_rig(args.bootstrap, args.state_dir)
+    print(f"postgresql: {rig.postgres.dsn}  (log {rig.postgres.log})")
+    print(f"kafka connect: {rig.worker.url}  (log {rig.worker.state / 'connect.log'})")
+    print("Ctrl-C stops both", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        rig.stop()
+    return 0
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -86,12 +86,9 @@ class LocalPostgres:
         self.state.mkdir(parents=True, exist_ok=True)
         run_as = _service_user_if_root()
         if run_as is not None:
-            _let_user_reach(run_as, bin_dir, self.state)
+            _let_user_reach(bin_dir, self.state)
         if not (self.data / "PG_VERSION").exists():
             self._initdb(bin_dir, run_as)
-        self.log.touch()
-        if run_as is not None:
-            shutil.chown(self.log, run_as.pw_uid, run_as.pw_gid)
         options = [arg for key, value in SERVER_SETTINGS.items() for arg in ("-c", f"{key}={value}")]
         cmd = [str(bin_dir / "postgres"), "-D", str(self.data), "-h", self.host,
                "-p", str(self.port), *options]
@@ -183,16 +180,16 @@ def _service_user_if_root():
     return pwd.getpwnam(SERVICE_USER)
 
 
-def _let_user_reach(user, *paths: Path) -> None:
+def _let_user_reach(*paths: Path) -> None:
     """Let the service user traverse down to each path (o+x on its parents, the least
-    that opens; nothing is made readable) and read the binaries."""
+    that opens; nothing is made readable). The log is opened by this process and handed
+    over as stdout, so only the data directory needs to be the user's."""
     for path in paths:
         for parent in [path, *path.parents]:
             mode = parent.stat().st_mode
             if not mode & stat.S_IXOTH:
                 with contextlib.suppress(PermissionError):
                     parent.chmod(mode | stat.S_IXOTH)
-    shutil.chown(paths[-1], user.pw_uid, user.pw_gid)  # the state dir: the log lives there
 
 
 def _as_user(user) -> dict:
