@@ -23,6 +23,7 @@ from floeline.errors import SetupError
 
 CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 JSON_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+APICURIO_AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
 
 
 @dataclass
@@ -79,6 +80,27 @@ def connector_config(postgres: LocalPostgres, topic_prefix: str, tables: list[st
     }
     config.update(overrides)
     return config
+
+
+def avro_converter_settings(registry_url: str) -> dict[str, str]:
+    """Key and value through Apicurio's Avro converter (in Debezium's plug-in directory)
+    into the local registry (dev/registry.py; `registry_url` is the Confluent-compatible
+    URL it returns), in Confluent's wire format: magic byte 0, a 4-byte schema id that
+    the registry's /apis/ccompat/v7/schemas/ids/{id} serves, the Avro binary. Overrides
+    for `connector_config`."""
+    base = registry_url.split("/apis/")[0]
+    settings = {}
+    for side in ("key", "value"):
+        settings.update({
+            f"{side}.converter": APICURIO_AVRO_CONVERTER,
+            f"{side}.converter.apicurio.registry.url": f"{base}/apis/registry/v2",
+            f"{side}.converter.apicurio.registry.auto-register": "true",
+            f"{side}.converter.apicurio.registry.find-latest": "true",
+            f"{side}.converter.apicurio.registry.as-confluent": "true",
+            f"{side}.converter.apicurio.registry.use-id": "contentId",
+            f"{side}.converter.apicurio.registry.headers.enabled": "false",
+        })
+    return settings
 
 
 def capture(worker: ConnectWorker, name: str, config: dict[str, str],
