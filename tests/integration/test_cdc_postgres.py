@@ -28,7 +28,7 @@ from floeline.errors import SetupError
 pytestmark = pytest.mark.integration
 
 TABLE = "CUSTOMERS"
-SETTLE_TIMEOUT_S = 240
+SETTLE_TIMEOUT_S = 420  # a MERGE batch takes a minute on a loaded 2-core machine
 
 CREATE = """create table {t} (
     id integer primary key,
@@ -65,7 +65,7 @@ STREAMED_CHANGES = [
     "insert into {t} (id, account, name) values (7, 9000000077, 'Tony H.')",
 ]
 
-BURST_ROWS = 400  # inserted and updated while floeline runs, then SIGKILL
+BURST_ROWS = 200  # inserted and updated while floeline runs (batches of 50), then SIGKILL
 
 
 def after_kill_changes(t: str) -> list[str]:
@@ -73,9 +73,9 @@ def after_kill_changes(t: str) -> list[str]:
         f"alter table {t} add column email text",
         f"update {t} set email = 'ada@example.com' where id = 1",
         f"insert into {t} (id, account, name, email) values (8, 9000000008, 'Barbara L.', 'bl@example.com')",
-        f"delete from {t} where id between 1000 and 1099",
-        f"update {t} set email = 'n' || id || '@example.com', balance = balance * 2 where id between 1100 and 1199",
-        f"update {t} set id = id + 10000 where id between 1200 and 1209",
+        f"delete from {t} where id between 1000 and 1049",
+        f"update {t} set email = 'n' || id || '@example.com', balance = balance * 2 where id between 1050 and 1099",
+        f"update {t} set id = id + 10000 where id between 1100 and 1109",
     ]
 
 
@@ -132,14 +132,17 @@ def test_postgres_changes_land_as_the_same_table(cdc_rig, source, kafka, tmp_pat
     table, topic = source
     pg = cdc_rig.postgres
     config = tmp_path / "cdc.properties"
-    config.write_text("\n".join([
+    settings = [
         "name=cdc_postgres", f"topics={topic}", f"bootstrap.servers={kafka}",
         f"floeline.warehouse={warehouse}", f"snowflake.topic2table.map={topic}:{TABLE}",
         "snowflake.enable.schematization=true",
         "insert.mode=upsert", "primary.key.mode=record_key", "delete.enabled=true",
         "key.converter=org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable=true",
         "value.converter=org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable=true",
-        "buffer.flush.time=1", "buffer.count.records=50"]) + "\n")
+        "buffer.flush.time=1"]
+    # Small batches while it runs, so the SIGKILL lands mid-stream; one large catch-up
+    # batch after the restart (the buffer settings are not part of its checkpoint).
+    config.write_text("\n".join(settings + ["buffer.count.records=50"]) + "\n")
     table_path = os.path.join(warehouse, "FLOELINE", "PUBLIC", TABLE)
 
     run = FloelineRun(config)
@@ -163,6 +166,7 @@ def test_postgres_changes_land_as_the_same_table(cdc_rig, source, kafka, tmp_pat
     # 4. Changes while it is down, a column added among them; then a restart.
     for statement in after_kill_changes(table):
         pg_script(pg, statement)
+    config.write_text("\n".join(settings + ["buffer.count.records=10000"]) + "\n")
     restarted = FloelineRun(config)
     try:
         settle(spark, pg, table, table_path, restarted, "the restart after SIGKILL")
