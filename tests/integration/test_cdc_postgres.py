@@ -3,7 +3,10 @@ connector in a real Kafka Connect worker, the local broker and `floeline run` wi
 insert.mode=upsert. A snapshot (op=r) then streamed inserts, updates (one of the key),
 deletes with their tombstones, a column added with ALTER TABLE and a SIGKILL of
 floeline mid-stream; after each phase the Delta table equals the PostgreSQL table row
-for row, column for column, its values compared with types normalized."""
+for row, column for column, its values compared with types normalized (`same`): the
+columns must have the types Debezium's logical types stand for (Date -> DATE,
+MicroTimestamp -> TIMESTAMP_NTZ, ZonedTimestamp -> TIMESTAMP, Decimal -> NUMBER or its
+exact text), which the converters' handling of those types provides."""
 
 from __future__ import annotations
 
