@@ -9,6 +9,7 @@ from typing import Any
 
 from floeline.records.avro_schema import plain_value
 from floeline.records.converters.base import Converted, Converter, ConverterError
+from floeline.records.debezium_types import DebeziumValueError
 from floeline.records.converters.wire_format import RegistryConverter
 
 
@@ -67,7 +68,10 @@ class AvroConverter(RegistryConverter):
         if left:
             raise self.error(f"corrupt Avro (does not match {self._where(schema_id)}): "
                              f"{left} bytes left over after the record")
-        return plain_value(schema, value)
+        try:
+            return plain_value(schema, value)
+        except DebeziumValueError as exc:
+            raise self.error(f"a Debezium-typed field of {self._where(schema_id)}: {exc}") from None
 
 
 class ConfigSchemaAvroConverter(Converter):
@@ -90,4 +94,7 @@ class ConfigSchemaAvroConverter(Converter):
         if len(data) - reader.tell():
             raise self.error(f"corrupt Avro (does not match the configured avro.schema): "
                              f"{len(data) - reader.tell()} bytes left over after the record")
-        return Converted(plain_value(self.schema, value))
+        try:
+            return Converted(plain_value(self.schema, value))
+        except DebeziumValueError as exc:
+            raise self.error(f"a Debezium-typed field of the configured avro.schema: {exc}") from None

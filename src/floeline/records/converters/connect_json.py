@@ -10,6 +10,7 @@ import decimal
 import json
 from typing import Any
 
+from floeline.records.debezium_types import debezium_value, is_debezium_type
 from floeline.records.record import Float32
 from floeline.records.converters.base import Converted, Converter, ConverterError
 
@@ -67,7 +68,8 @@ _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 def connect_json_value(schema: Any, value: Any, path: str = "payload") -> Any:
     """A JsonConverter payload read with its Connect schema, as
     JsonConverter.toConnectData does: defaults and optional fields for nulls, base64
-    bytes, maps with non-string keys as [[key, value], ...], and the logical types."""
+    bytes, maps with non-string keys as [[key, value], ...], and the logical types:
+    Connect's own and Debezium's (debezium_types.py)."""
     if schema is None:  # "schema": null -> schemaless payload
         return value
     if not isinstance(schema, dict) or not isinstance(schema.get("type"), str):
@@ -82,6 +84,9 @@ def connect_json_value(schema: Any, value: Any, path: str = "payload") -> Any:
         raise ConverterError(f"invalid null value for required {kind.upper()} field at {path}")
     name = schema.get("name")
     try:
+        if is_debezium_type(name):  # its base type first, then what Debezium's name says
+            base = connect_json_value({k: v for k, v in schema.items() if k != "name"}, value, path)
+            return debezium_value(name, base)
         if name == _DECIMAL:
             scale = int((schema.get("parameters") or {}).get("scale", 0))
             if isinstance(value, str):
