@@ -126,4 +126,14 @@ def _union_branch(branches: list, value: Any, named: dict) -> Any:
         return candidates[0] if candidates else "null"
     if isinstance(value, list):
         return next((b for b in branches if kind(b) == "array"), "null")
-    return "null"  # scalars need no schema beyond what fastavro gave them
+    # A scalar needs its branch only for what the branch names (a Debezium connect.name):
+    # the one non-null branch of an optional field, else the first of the value's kind.
+    others = [b for b in branches if kind(b) != "null"]
+    if len(others) == 1:
+        return others[0]
+    kinds = _SCALAR_KINDS.get(type(value), ())
+    return next((b for b in others if kind(b) in kinds), "null")
+
+
+_SCALAR_KINDS = {bool: ("boolean",), int: ("int", "long"), str: ("string", "enum"),
+                 bytes: ("bytes", "fixed")}

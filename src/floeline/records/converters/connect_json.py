@@ -63,6 +63,9 @@ _TIME = "org.apache.kafka.connect.data.Time"
 _TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+# JsonConverter writes FLOAT32/FLOAT64 as "float"/"double" (its JsonSchema names); the
+# Connect type names are read too.
+_FLOAT_TYPES = {"float": 32, "double": 64, "float32": 32, "float64": 64}
 
 
 def connect_json_value(schema: Any, value: Any, path: str = "payload") -> Any:
@@ -106,10 +109,10 @@ def connect_json_value(schema: Any, value: Any, path: str = "payload") -> Any:
             if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
                 raise ValueError(f"{number} is out of range for {kind.upper()}")
             return number
-        if kind in ("float32", "float64"):
+        if kind in _FLOAT_TYPES:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"expected a number, got {type(value).__name__}")
-            return Float32(value) if kind == "float32" else float(value)
+            return Float32(value) if _FLOAT_TYPES[kind] == 32 else float(value)
         if kind == "boolean":
             if not isinstance(value, bool):
                 raise ValueError(f"expected a boolean, got {type(value).__name__}")

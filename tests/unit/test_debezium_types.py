@@ -1,0 +1,222 @@
+"""Debezium's semantic types (records/debezium_types.py) as the converters read them:
+recorded Debezium PostgreSQL output (tests/fixtures/debezium) through JsonConverter's
+schema envelope, the same change events as Avro with the schema Kafka Connect's
+AvroConverter gives them (connect.name on each field), and the column types an Avro
+schema declares."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from datetime import date, datetime, time, timezone
+from decimal import Decimal
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from floeline.records.avro_schema import column_types
+from floeline.records.converters.avro import ConfigSchemaAvroConverter
+from floeline.records.converters.base import ConverterError
+from floeline.records.converters.connect_json import JsonConverter, connect_json_value
+from floeline.records.json_text import to_json_text
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium"
+UTC = timezone.utc
+
+
+def recorded(name: str, topic_suffix: str = "customers") -> dict[int, dict]:
+    """offset -> the recorded record of one table's topic."""
+    records = json.loads((FIXTURES / name).read_text())
+    return {r["offset"]: r for r in records if r["topic"].endswith("." + topic_suffix)}
+
+
+CUSTOMERS = recorded("postgres_json_schemas.json")
+CUSTOMERS_PLAIN = recorded("postgres_json_plain.json")
+
+
+def envelope(offset: int) -> dict:
+    return JsonConverter(True).convert(CUSTOMERS[offset]["value"].encode()).value
+
+
+# --- JsonConverter with schemas.enable=true ---------------------------------------------
+
+
+def test_snapshot_row_lands_as_the_values_postgresql_holds():
+    # (1, 9000000001, 'Ada', 'ada', 1234.50, 4.5, '1990-03-01', '07:30:00',
+    #  '2026-01-02 03:04:05.123456', '2026-01-02 03:04:05.123456+00', true,
+    #  '{"tier": "gold", "tags": ["a", "b"]}', '6f1c1d2e-...-000000000001', '\x0102ff')
+    after = envelope(0)["after"]
+    assert after == {
+        "id": 1, "account": 9000000001, "name": "Ada", "nickname": "ada",
+        "balance": Decimal("1234.50"), "rating": 4.5, "born": date(1990, 3, 1),
+        "wakes_at": time(7, 30), "updated_at": datetime(2026, 1, 2, 3, 4, 5, 123456, UTC),
+        "created_at": datetime(2026, 1, 2, 3, 4, 5, 123456, UTC), "active": True,
+        "attrs": {"tags": ["a", "b"], "tier": "gold"},
+        "ref": "6f1c1d2e-0000-4000-8000-000000000001", "photo": b"\x01\x02\xff"}
+    text = json.loads(to_json_text(after))
+    assert (text["born"], text["wakes_at"], text["updated_at"], text["created_at"]) == (
+        "1990-03-01", "07:30:00.000", "2026-01-02T03:04:05.123456Z", "2026-01-02T03:04:05.123456Z")
+    assert text["attrs"] == {"tags": ["a", "b"], "tier": "gold"} and text["balance"] == 1234.5
+
+
+def test_edge_values_dates_before_1970_offsets_and_the_last_microsecond():
+    grace, linus = envelope(1)["after"], envelope(2)["after"]
+    # '1906-12-09', -0.01, '1999-12-31 23:59:59' (local), '1999-12-31 23:59:59-05'
+    assert grace["born"] == date(1906, 12, 9) and grace["balance"] == Decimal("-0.01")
+    assert grace["updated_at"] == datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC)
+    assert grace["created_at"] == datetime(2000, 1, 1, 4, 59, 59, tzinfo=UTC)
+    assert grace["attrs"] == {} and grace["wakes_at"] is None
+    # '1969-12-28', '23:59:59.999999', the epoch, nulls
+    assert linus["born"] == date(1969, 12, 28) and linus["wakes_at"] == time(23, 59, 59, 999999)
+    assert linus["updated_at"] == datetime(1970, 1, 1, tzinfo=UTC) and linus["attrs"] is None
+    assert linus["balance"] == Decimal("0.00")
+
+
+def test_streamed_insert_with_an_offset_and_the_largest_decimal():
+    # (4, ..., 99999999.99, 1e-3, '2000-02-29', '12:00:00', '2026-06-30 12:00:00.5',
+    #  '2026-06-30 12:00:00.5+02', true, '{"nested": {"k": [1, 2, 3]}}', ...)
+    event = envelope(3)
+    assert event["op"] == "c" and event["before"] is None
+    after = event["after"]
+    assert after["balance"] == Decimal("99999999.99") and after["born"] == date(2000, 2, 29)
+    assert after["updated_at"] == datetime(2026, 6, 30, 12, 0, 0, 500000, UTC)
+    assert after["created_at"] == datetime(2026, 6, 30, 10, 0, 0, 500000, UTC)
+    assert after["attrs"] == {"nested": {"k": [1, 2, 3]}}
+
+
+def test_a_delete_event_before_image_and_the_envelope_fields():
+    event = envelope(7)
+    assert event["op"] == "d" and event["after"] is None
+    assert event["before"]["id"] == 2 and event["before"]["born"] is None
+    assert event["source"]["table"] == "customers" and isinstance(event["source"]["lsn"], int)
+    assert event["source"]["snapshot"] == "false"  # an io.debezium.data.Enum stays its text
+
+
+def test_without_schemas_the_values_stay_what_debezium_encoded():
+    """schemas.enable=false drops the names: days, micros and JSON text are all there is."""
+    after = JsonConverter(False).convert(CUSTOMERS_PLAIN[0]["value"].encode()).value["after"]
+    assert (after["born"], after["updated_at"], after["balance"]) == (7364, 1767323045123456, "AeI6")
+    assert after["attrs"] == '{"tags": ["a", "b"], "tier": "gold"}'
+
+
+def test_a_base_value_that_does_not_fit_its_type_names_the_field():
+    with pytest.raises(ConverterError, match=r"payload\.born does not match its io\.debezium\.time\.Date"):
+        connect_json_value({"type": "struct", "fields": [
+            {"type": "string", "optional": True, "name": "io.debezium.time.Date", "field": "born"}]},
+            {"born": "1990-03-01"})
+    with pytest.raises(ConverterError, match="io.debezium.data.Json schema: is not JSON text"):
+        connect_json_value({"type": "string", "name": "io.debezium.data.Json"}, "{oops")
+
+
+@pytest.mark.parametrize("name, kind, base, expected", [
+    ("io.debezium.time.Timestamp", "int64", 1767323045123, datetime(2026, 1, 2, 3, 4, 5, 123000, UTC)),
+    ("io.debezium.time.NanoTimestamp", "int64", 1767323045123456789,
+     datetime(2026, 1, 2, 3, 4, 5, 123456, UTC)),
+    ("io.debezium.time.Time", "int32", 27000123, time(7, 30, 0, 123000)),
+    ("io.debezium.time.NanoTime", "int64", 27000123456789, time(7, 30, 0, 123456)),
+    ("io.debezium.time.MicroTime", "int64", 86400000000, "24:00:00"),
+    ("io.debezium.time.ZonedTimestamp", "string", "2026-01-02T03:04:05.123456789+02:00",
+     datetime(2026, 1, 2, 1, 4, 5, 123456, UTC)),
+    ("io.debezium.time.Year", "int32", 2026, 2026),
+    ("io.debezium.time.ZonedTime", "string", "07:30:00Z", "07:30:00Z"),
+])
+def test_the_other_time_types_of_debezium(name, kind, base, expected):
+    """Types other connectors and time.precision.mode settings give (the recording uses
+    the PostgreSQL defaults: Date, MicroTime, MicroTimestamp, ZonedTimestamp)."""
+    assert connect_json_value({"type": kind, "name": name}, base) == expected
+
+
+def test_variable_scale_decimal_struct_is_a_decimal():
+    """numeric without a precision: Debezium's {scale, value} struct (value: the unscaled
+    big-endian two's complement, as Connect's Decimal)."""
+    schema = {"type": "struct", "name": "io.debezium.data.VariableScaleDecimal", "optional": True,
+              "fields": [{"type": "int32", "optional": False, "field": "scale"},
+                         {"type": "bytes", "optional": False, "field": "value"}]}
+    unscaled = (-123456789).to_bytes(4, "big", signed=True)
+    assert connect_json_value(schema, {"scale": 4, "value": base64.b64encode(unscaled).decode()}) \
+        == Decimal("-12345.6789")
+    assert connect_json_value(schema, None) is None
+
+
+# --- Avro (Kafka Connect's AvroConverter: connect.name on each field) -------------------
+
+
+def avro_type(schema: dict, named: set) -> object:
+    """The Avro schema Confluent's AvroData writes for a Connect schema (the recorded
+    one): optional -> a union with null; a Connect logical or semantic name ->
+    connect.name; Connect's Decimal -> bytes with logicalType decimal; a struct ->
+    a record named by its Connect name."""
+    kind = schema["type"]
+    name = schema.get("name")
+    if kind == "struct":
+        full = name or "ConnectDefault"
+        if full in named:  # a named type is written once, then referred to by its name
+            avro: object = full
+        else:
+            named.add(full)
+            namespace, _, simple = full.rpartition(".")
+            avro = {"type": "record", "name": simple, **({"namespace": namespace} if namespace else {}),
+                    "fields": [{"name": f["field"], "type": avro_type(f, named),
+                                **({"default": None} if f.get("optional") else {})}
+                               for f in schema["fields"]]}
+            if name:
+                avro["connect.name"] = name
+    else:
+        primitive = {"int8": "int", "int16": "int", "int32": "int", "int64": "long", "float": "float",
+                     "double": "double", "boolean": "boolean", "string": "string", "bytes": "bytes"}[kind]
+        avro = {"type": primitive}
+        if name == "org.apache.kafka.connect.data.Decimal":
+            params = schema.get("parameters", {})
+            avro.update({"logicalType": "decimal", "scale": int(params["scale"]),
+                         "precision": int(params.get("connect.decimal.precision", 64))})
+        if name:
+            avro.update({"connect.version": schema.get("version", 1), "connect.name": name})
+    return ["null", avro] if schema.get("optional") else avro
+
+
+def avro_datum(schema: dict, value):
+    """The recorded JSON payload as the Avro datum of that schema (base64 bytes decoded,
+    Connect's Decimal as a Decimal fastavro writes)."""
+    if value is None:
+        return None
+    if schema["type"] == "struct":
+        return {f["field"]: avro_datum(f, value.get(f["field"])) for f in schema["fields"]}
+    if schema["type"] == "bytes":
+        raw = base64.b64decode(value)
+        if schema.get("name") == "org.apache.kafka.connect.data.Decimal":
+            return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-int(schema["parameters"]["scale"]))
+        return raw
+    return value
+
+
+def as_avro(offset: int):
+    """(the parsed Avro schema, the datum's bytes) of one recorded change event."""
+    doc = json.loads(CUSTOMERS[offset]["value"])
+    avro = avro_type({**doc["schema"], "optional": False}, set())
+    parsed = fastavro.parse_schema(avro)
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, parsed, avro_datum(doc["schema"], doc["payload"]))
+    return parsed, out.getvalue()
+
+
+def test_avro_change_events_read_as_the_json_ones():
+    for offset in (0, 1, 2, 3, 7):
+        schema, data = as_avro(offset)
+        value = ConfigSchemaAvroConverter(schema).convert(data).value
+        assert value["after"] == envelope(offset)["after"], offset
+        assert value["before"] == envelope(offset)["before"], offset
+
+
+def test_avro_schema_declares_the_columns_of_the_after_image():
+    schema, _ = as_avro(0)
+    after = next(f["type"] for f in schema["fields"] if f["name"] == "after")
+    named = schema["__named_schemas"]
+    record = named[next(b for b in after if b != "null")]  # `before` defined it, `after` refers to it
+    types = column_types({**record, "__named_schemas": named})
+    assert types == {
+        "id": "decimal(38,0)", "account": "decimal(38,0)", "name": "string", "nickname": "string",
+        "balance": "string", "rating": "double", "born": "date", "wakes_at": "string",
+        "updated_at": "timestamp_ntz", "created_at": "timestamp", "active": "boolean",
+        "attrs": "variant", "ref": "string", "photo": "string"}
