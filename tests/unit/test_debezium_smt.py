@@ -1,0 +1,243 @@
+"""Debezium's ExtractNewRecordState in floeline's transform chain
+(records/transforms/debezium.py), run on recorded Debezium PostgreSQL output
+(tests/fixtures/debezium) through the decode stage as a connector runs it: the key and
+value converters, then the chain, then the JSON text that lands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from floeline.config.decoding import decode_spec
+from floeline.errors import ConfigError
+from floeline.records.decode import DECODE_COLUMNS, RecordDecoder
+from floeline.records.transforms.chain import transform_chain
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "debezium"
+JSON = "org.apache.kafka.connect.json.JsonConverter"
+SMT = "io.debezium.transforms.ExtractNewRecordState"
+
+
+def recorded(name: str) -> list[dict]:
+    return json.loads((FIXTURES / name).read_text())
+
+
+SCHEMAS = recorded("postgres_json_schemas.json")
+PLAIN = recorded("postgres_json_plain.json")
+
+
+def settings(schemas: bool = True, **options) -> dict:
+    """JsonConverter for key and value, and the SMT as `unwrap` with `options` (names
+    with _ for dots)."""
+    out = {"key.converter": JSON, "value.converter": JSON,
+           "key.converter.schemas.enable": str(schemas).lower(),
+           "value.converter.schemas.enable": str(schemas).lower(),
+           "transforms": "unwrap", "transforms.unwrap.type": SMT}
+    out.update({f"transforms.unwrap.{k.replace('_', '.')}": v for k, v in options.items()})
+    return out
+
+
+def run(records: list[dict], config: dict, table: str = "customers") -> dict[int, dict]:
+    """offset -> what the decode stage made of each recorded record of one table:
+    topic, key and value (parsed JSON, None: a tombstone), headers, dropped."""
+    decoder = RecordDecoder(decode_spec(config))
+    out = {}
+    for r in records:
+        if not r["topic"].endswith("." + table):
+            continue
+        row = dict(zip((n for n, _ in DECODE_COLUMNS), decoder.decode(
+            r["topic"], r["partition"], r["offset"], 1_800_000_000_000, 0,
+            None if r["key"] is None else r["key"].encode(),
+            None if r["value"] is None else r["value"].encode(), [])))
+        assert row["_decode_error"] is None, row
+        out[r["offset"]] = {
+            "topic": row["_route_topic"], "dropped": row["_skip"],
+            "key": None if row["_key_json"] is None else json.loads(row["_key_json"]),
+            "value": None if row["_value_json"] is None else json.loads(row["_value_json"]),
+            "headers": None if row["_headers_json"] is None else json.loads(row["_headers_json"])}
+    return out
+
+
+def envelopes(records: list[dict], table: str = "customers") -> dict[int, dict | None]:
+    return {r["offset"]: None if r["value"] is None else json.loads(r["value"])
+            for r in records if r["topic"].endswith("." + table)}
+
+
+ENVELOPES = {o: e and e["payload"] for o, e in envelopes(SCHEMAS).items()}
+DELETES = [o for o, e in ENVELOPES.items() if e and e["op"] == "d"]
+TOMBSTONES = [o for o, e in ENVELOPES.items() if e is None]
+ROWS = [o for o, e in ENVELOPES.items() if e and e["op"] in "cru"]
+
+
+def test_the_recording_has_every_kind_of_event():
+    assert DELETES == [7, 10, 18] and TOMBSTONES == [8, 11, 19]
+    assert {ENVELOPES[o]["op"] for o in ROWS} == {"r", "c", "u"}
+
+
+def test_default_mode_tombstone_unwraps_rows_turns_deletes_into_tombstones_drops_tombstones():
+    out = run(SCHEMAS, settings())
+    for offset in ROWS:
+        value = out[offset]["value"]
+        after = ENVELOPES[offset]["after"]
+        assert set(value) == set(after) and value["id"] == after["id"] and value["name"] == after["name"]
+        assert out[offset]["key"] == {"id": after["id"]} and not out[offset]["dropped"]
+    assert out[0]["value"]["born"] == "1990-03-01"  # Debezium's types, converted
+    assert out[0]["value"]["updated_at"] == "2026-01-02T03:04:05.123456Z"
+    assert out[0]["value"]["attrs"] == {"tags": ["a", "b"], "tier": "gold"}
+    for offset in DELETES:  # the key with a null value: a delete for a sink
+        assert out[offset]["value"] is None and not out[offset]["dropped"]
+        assert out[offset]["key"] == {"id": ENVELOPES[offset]["before"]["id"]}
+    for offset in TOMBSTONES:
+        assert out[offset]["dropped"]
+
+
+def test_delete_to_tombstone_is_the_default_for_values():
+    assert run(SCHEMAS, settings(delete_tombstone_handling_mode="delete-to-tombstone")) == run(SCHEMAS, settings())
+
+
+def test_drop_drops_deletes_and_tombstones():
+    out = run(SCHEMAS, settings(delete_tombstone_handling_mode="drop"))
+    assert [o for o, r in out.items() if r["dropped"]] == sorted(DELETES + TOMBSTONES)
+    assert all(out[o]["value"]["id"] == ENVELOPES[o]["after"]["id"] for o in ROWS)
+
+
+@pytest.mark.parametrize("mode, keeps_tombstones", [("rewrite", False), ("rewrite-with-tombstone", True)])
+def test_rewrite_marks_rows_deleted_or_not(mode, keeps_tombstones):
+    out = run(SCHEMAS, settings(delete_tombstone_handling_mode=mode))
+    for offset in ROWS:
+        assert out[offset]["value"]["__deleted"] == "false"
+        assert list(out[offset]["value"])[-1] == "__deleted"
+    for offset in DELETES:  # the before image (its key; defaults elsewhere) marked deleted
+        value = out[offset]["value"]
+        assert value["__deleted"] == "true" and value["id"] == ENVELOPES[offset]["before"]["id"]
+        assert value["account"] == 0 and value["name"] == ""
+    for offset in TOMBSTONES:
+        assert out[offset]["dropped"] is not keeps_tombstones
+        if keeps_tombstones:
+            assert out[offset]["value"] is None and out[offset]["key"] is not None
+
+
+def test_mode_names_are_read_in_any_case():
+    assert run(SCHEMAS, settings(delete_tombstone_handling_mode="REWRITE"))[0]["value"]["__deleted"] == "false"
+
+
+def test_add_fields_from_the_envelope_with_the_prefix():
+    out = run(SCHEMAS, settings(add_fields="op,table,lsn,source.ts_ms,ts_ms,transaction.id,db:database",
+                                delete_tombstone_handling_mode="rewrite"))
+    for offset in ROWS + DELETES:
+        env, value = ENVELOPES[offset], out[offset]["value"]
+        assert value["__op"] == env["op"] and value["__table"] == "customers"
+        assert value["__lsn"] == env["source"]["lsn"] and value["__source_ts_ms"] == env["source"]["ts_ms"]
+        assert value["__ts_ms"] == env["ts_ms"] and value["__database"] == "postgres"
+        assert value["__transaction_id"] is None  # no transaction metadata: a null struct
+        assert list(value)[-8:] == ["__deleted", "__op", "__table", "__lsn", "__source_ts_ms", "__ts_ms",
+                                    "__transaction_id", "__database"]
+    assert out[7]["value"]["__op"] == "d" and out[0]["value"]["__op"] == "r"
+
+
+def test_add_fields_prefix_and_new_names():
+    out = run(SCHEMAS, settings(add_fields="op:OPERATION,source.ts_ms", add_fields_prefix="cdc_"))
+    assert out[3]["value"]["cdc_OPERATION"] == "c"
+    assert out[3]["value"]["cdc_source_ts_ms"] == ENVELOPES[3]["source"]["ts_ms"]
+    assert out[7]["value"] is None  # a delete made a tombstone gets no fields
+
+
+def test_add_fields_missing_from_the_envelope_are_left_out():
+    out = run(SCHEMAS, settings(add_fields="op,nosuchfield,source.nosuch"))
+    assert "__nosuchfield" not in out[0]["value"] and "__source_nosuch" not in out[0]["value"]
+    assert out[0]["value"]["__op"] == "r"
+
+
+def test_add_headers_and_the_delete_header_of_a_kept_tombstone():
+    out = run(SCHEMAS, settings(add_headers="op,source.ts_ms,db", add_headers_prefix="dbz.",
+                                delete_tombstone_handling_mode="rewrite-with-tombstone"))
+    assert out[0]["headers"] == {"dbz.op": "r", "dbz.source_ts_ms": str(ENVELOPES[0]["source"]["ts_ms"]),
+                                 "dbz.db": "postgres"}
+    assert out[7]["headers"]["dbz.op"] == "d"
+    assert out[8]["headers"] == {"dbz.op": "d"}  # a tombstone carries only op
+
+
+def test_route_by_field_renames_the_topic():
+    out = run(SCHEMAS, settings(route_by_field="name", delete_tombstone_handling_mode="rewrite"))
+    assert out[0]["topic"] == "Ada" and out[5]["topic"] == "Ada L."
+    assert out[7]["topic"] == "pg_schemas.public.customers"  # before.name is "": the topic is kept
+
+
+def test_plain_json_envelopes_unwrap_the_same_without_types():
+    plain = run(PLAIN, settings(schemas=False, add_fields="op,table"))
+    typed = run(SCHEMAS, settings(add_fields="op,table"))
+    assert [o for o, r in plain.items() if r["dropped"]] == TOMBSTONES
+    for offset in ROWS:
+        assert plain[offset]["value"]["__op"] == typed[offset]["value"]["__op"]
+        assert plain[offset]["value"]["id"] == typed[offset]["value"]["id"]
+    assert plain[0]["value"]["born"] == 7364  # no schema: Debezium's days since the epoch
+
+
+def test_a_record_that_is_not_a_change_event_passes_unchanged():
+    """What the SMT leaves is no change event: a second unwrap (records flattened before
+    they reached floeline) passes its rows on as they are (and keeps its tombstones in
+    rewrite-with-tombstone mode; any other mode drops them, as Debezium does)."""
+    twice = dict(settings(add_fields="op"), transforms="unwrap,again",
+                 **{"transforms.again.type": SMT, "transforms.again.add.fields": "op:SECOND",
+                    "transforms.again.delete.tombstone.handling.mode": "rewrite-with-tombstone"})
+    once = run(SCHEMAS, settings(add_fields="op"))
+    assert run(SCHEMAS, twice) == once
+    chain = transform_chain({"transforms": "u", "transforms.u.type": "ExtractNewRecordState"})
+    from floeline.records.record import Record
+    key = json.loads(SCHEMAS[0]["key"])["payload"]
+    record = Record("t", 0, 0, None, -1, key=key, value=key)
+    assert chain.apply(record) is record
+
+
+# --- configuration -----------------------------------------------------------------------
+
+
+def problems(**options) -> str:
+    with pytest.raises(ConfigError) as info:
+        transform_chain({"transforms": "unwrap", "transforms.unwrap.type": SMT,
+                         **{f"transforms.unwrap.{k.replace('_', '.')}": v for k, v in options.items()}})
+    return str(info.value)
+
+
+def test_unknown_setting_names_it_and_the_accepted_ones():
+    text = problems(add_field="op")
+    assert "unknown setting 'transforms.unwrap.add.field'" in text
+    assert "did you mean 'transforms.unwrap.add.fields'?" in text
+    for name in ("add.fields", "add.fields.prefix", "add.headers", "add.headers.prefix",
+                 "delete.tombstone.handling.mode", "route.by.field", "replace.null.with.default"):
+        assert name in text
+
+
+def test_bad_mode_lists_the_modes():
+    assert ("transforms.unwrap.delete.tombstone.handling.mode='keep' is not valid; accepted values: drop, "
+            "tombstone, rewrite, rewrite-with-tombstone, delete-to-tombstone") in problems(
+                delete_tombstone_handling_mode="keep")
+
+
+def test_debezium_2_settings_are_refused_with_the_3_x_setting():
+    text = problems(delete_handling_mode="rewrite", drop_tombstones="false")
+    assert "2 problems" in text and "delete.handling.mode='rewrite' was removed in Debezium 3.0" in text
+    assert "drop.tombstones='false' was removed" in text
+    assert "rewrite-with-tombstone (rewrite with drop.tombstones=false)" in text
+    assert "unknown setting" not in text
+
+
+def test_drop_fields_settings_are_refused_with_the_reason():
+    text = problems(drop_fields_header_name="dropped")
+    assert "drop.fields.header.name='dropped' is not supported by floeline" in text
+
+
+def test_add_fields_with_two_new_names_is_refused():
+    assert "add.fields='op:a:b' is not valid: Unexpected field name: op:a:b" in problems(add_fields="op:a:b")
+
+
+def test_short_class_name_and_describe():
+    chain = transform_chain({"transforms": "unwrap", "transforms.unwrap.type": "ExtractNewRecordState"})
+    assert chain.describe() == ["unwrap: ExtractNewRecordState"]
+
+
+def test_unknown_class_message_names_the_debezium_transform_too():
+    with pytest.raises(ConfigError, match=r"and io\.debezium\.transforms\.ExtractNewRecordState"):
+        transform_chain({"transforms": "u", "transforms.u.type": "io.debezium.transforms.Nope"})
