@@ -56,7 +56,8 @@ def run(records: list[dict], config: dict, table: str = "customers") -> dict[int
             "topic": row["_route_topic"], "dropped": row["_skip"],
             "key": None if row["_key_json"] is None else json.loads(row["_key_json"]),
             "value": None if row["_value_json"] is None else json.loads(row["_value_json"]),
-            "headers": None if row["_headers_json"] is None else json.loads(row["_headers_json"])}
+            "headers": None if row["_headers_json"] is None else json.loads(row["_headers_json"]),
+            "declared": None if row["_declared_types"] is None else json.loads(row["_declared_types"])}
     return out
 
 
@@ -189,6 +190,55 @@ def test_a_record_that_is_not_a_change_event_passes_unchanged():
     key = json.loads(SCHEMAS[0]["key"])["payload"]
     record = Record("t", 0, 0, None, -1, key=key, value=key)
     assert chain.apply(record) is record
+
+
+# --- the columns the schema declares, through the SMT -----------------------------------
+
+CUSTOMER_COLUMNS = {
+    "id": "decimal(38,0)", "account": "decimal(38,0)", "name": "string", "nickname": "string",
+    "balance": "string", "rating": "double", "born": "date", "wakes_at": "string",
+    "updated_at": "timestamp_ntz", "created_at": "timestamp", "active": "boolean",
+    "attrs": "variant", "ref": "string", "photo": "string"}
+
+
+def test_the_after_image_columns_are_declared_for_the_row():
+    out = run(SCHEMAS, settings())
+    assert out[0]["declared"] == CUSTOMER_COLUMNS
+    assert out[15]["declared"] == {**CUSTOMER_COLUMNS, "email": "string"}  # after ALTER TABLE
+    assert out[7]["declared"] is None  # a tombstone declares nothing
+
+
+def test_rewrite_and_added_fields_are_declared_too():
+    out = run(SCHEMAS, settings(delete_tombstone_handling_mode="rewrite",
+                                add_fields="op,source.ts_ms,lsn,transaction.id,ts_ms"))
+    added = {"__deleted": "string", "__op": "string", "__source_ts_ms": "decimal(38,0)",
+             "__lsn": "decimal(38,0)", "__transaction_id": "string", "__ts_ms": "decimal(38,0)"}
+    assert out[0]["declared"] == {**CUSTOMER_COLUMNS, **added}
+    assert out[7]["declared"] == {**CUSTOMER_COLUMNS, **added}  # the before image of a delete
+
+
+def test_the_envelope_itself_declares_its_structs_without_the_smt():
+    config = settings()
+    del config["transforms"], config["transforms.unwrap.type"]
+    assert run(SCHEMAS, config)[0]["declared"] == {
+        "before": "variant", "after": "variant", "source": "variant", "transaction": "variant",
+        "op": "string", "ts_ms": "decimal(38,0)", "ts_us": "decimal(38,0)", "ts_ns": "decimal(38,0)"}
+
+
+def test_a_transform_that_reshapes_the_row_drops_the_declarations_one_that_routes_keeps_them():
+    reshaped = dict(settings(), transforms="unwrap,add", **{
+        "transforms.add.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+        "transforms.add.static.field": "origin", "transforms.add.static.value": "pg"})
+    assert run(SCHEMAS, reshaped)[0]["declared"] is None
+    routed = dict(settings(), transforms="unwrap,route", **{
+        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": ".*\\.(.*)", "transforms.route.replacement": "$1"})
+    out = run(SCHEMAS, routed)[0]
+    assert out["topic"] == "customers" and out["declared"] == CUSTOMER_COLUMNS
+
+
+def test_plain_json_declares_nothing():
+    assert all(r["declared"] is None for r in run(PLAIN, settings(schemas=False)).values())
 
 
 # --- configuration -----------------------------------------------------------------------

@@ -209,14 +209,32 @@ def test_avro_change_events_read_as_the_json_ones():
         assert value["before"] == envelope(offset)["before"], offset
 
 
+CUSTOMER_COLUMNS = {
+    "id": "decimal(38,0)", "account": "decimal(38,0)", "name": "string", "nickname": "string",
+    "balance": "string", "rating": "double", "born": "date", "wakes_at": "string",
+    "updated_at": "timestamp_ntz", "created_at": "timestamp", "active": "boolean",
+    "attrs": "variant", "ref": "string", "photo": "string"}
+
+
 def test_avro_schema_declares_the_columns_of_the_after_image():
     schema, _ = as_avro(0)
     after = next(f["type"] for f in schema["fields"] if f["name"] == "after")
     named = schema["__named_schemas"]
     record = named[next(b for b in after if b != "null")]  # `before` defined it, `after` refers to it
-    types = column_types({**record, "__named_schemas": named})
-    assert types == {
-        "id": "decimal(38,0)", "account": "decimal(38,0)", "name": "string", "nickname": "string",
-        "balance": "string", "rating": "double", "born": "date", "wakes_at": "string",
-        "updated_at": "timestamp_ntz", "created_at": "timestamp", "active": "boolean",
-        "attrs": "variant", "ref": "string", "photo": "string"}
+    assert column_types({**record, "__named_schemas": named}) == CUSTOMER_COLUMNS
+
+
+def test_avro_change_event_through_the_smt_declares_the_after_columns():
+    from floeline.records.record import Record
+    from floeline.records.transforms.chain import transform_chain
+
+    schema, data = as_avro(3)
+    converted = ConfigSchemaAvroConverter(schema).convert(data)
+    record = Record("pg.public.customers", 0, 3, None, -1, value=converted.value,
+                    field_types=converted.field_types)
+    chain = transform_chain({"transforms": "u", "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
+                             "transforms.u.add.fields": "op"})
+    out = chain.apply(record)
+    assert out.value["born"] == date(2000, 2, 29) and out.value["__op"] == "c"
+    assert {name: kind for name, (kind, _) in out.field_types.items()} == {
+        **CUSTOMER_COLUMNS, "__op": "string"}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from floeline.records.connect_columns import FieldTypes
 from floeline.records.debezium_types import debezium_column_type, debezium_value, is_debezium_type
 from floeline.records.record import Float32
 
@@ -74,6 +75,25 @@ def column_types(schema: Any) -> dict[str, str]:
     if not isinstance(record, dict) or record.get("type") != "record":
         return {}
     return {f["name"]: column_type(f["type"], named) for f in record["fields"]}
+
+
+def field_types(schema: Any, named: dict | None = None) -> FieldTypes | None:
+    """The FieldTypes (connect_columns.py) of a record schema, or of the record of an
+    optional one; None for any other schema and for records that stand for one value
+    (Debezium's VariableScaleDecimal)."""
+    if named is None:
+        named = schema.get("__named_schemas", {}) if isinstance(schema, dict) else {}
+    schema = _named(schema, named)
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        return field_types(branches[0], named) if len(branches) == 1 else None
+    if isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
+        return field_types(schema["type"], named)
+    if not isinstance(schema, dict) or schema.get("type") != "record" \
+            or is_debezium_type(schema.get("connect.name")):
+        return None
+    return {f["name"]: (column_type(f["type"], named), field_types(f["type"], named))
+            for f in schema["fields"]}
 
 
 def plain_value(schema: Any, value: Any, named: dict | None = None) -> Any:

@@ -7,7 +7,7 @@ import io
 import json
 from typing import Any
 
-from floeline.records.avro_schema import plain_value
+from floeline.records.avro_schema import field_types, plain_value
 from floeline.records.converters.base import Converted, Converter, ConverterError
 from floeline.records.debezium_types import DebeziumValueError
 from floeline.records.converters.wire_format import RegistryConverter
@@ -29,6 +29,15 @@ class StrictReader(io.BytesIO):
 class AvroConverter(RegistryConverter):
     format_name = "Avro"
     schema_type = "AVRO"
+
+    def __init__(self, registry):
+        super().__init__(registry)
+        self._types: dict[int, dict | None] = {}
+
+    def _field_types(self, schema_id: int, schema: Any) -> dict | None:
+        if schema_id not in self._types:
+            self._types[schema_id] = field_types(schema)
+        return self._types[schema_id]
 
     def _parse(self, schema_id: int, answer: dict) -> Any:
         import fastavro
@@ -81,6 +90,7 @@ class ConfigSchemaAvroConverter(Converter):
 
     def __init__(self, schema: Any):
         self.schema = schema
+        self.field_types = field_types(schema)
 
     def _convert(self, data: bytes) -> Converted:
         import fastavro
@@ -95,6 +105,6 @@ class ConfigSchemaAvroConverter(Converter):
             raise self.error(f"corrupt Avro (does not match the configured avro.schema): "
                              f"{len(data) - reader.tell()} bytes left over after the record")
         try:
-            return Converted(plain_value(self.schema, value))
+            return Converted(plain_value(self.schema, value), field_types=self.field_types)
         except DebeziumValueError as exc:
             raise self.error(f"a Debezium-typed field of the configured avro.schema: {exc}") from None

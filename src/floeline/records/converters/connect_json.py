@@ -10,6 +10,7 @@ import decimal
 import json
 from typing import Any
 
+from floeline.records.connect_columns import connect_field_types
 from floeline.records.debezium_types import debezium_value, is_debezium_type
 from floeline.records.record import Float32
 from floeline.records.converters.base import Converted, Converter, ConverterError
@@ -54,7 +55,8 @@ class JsonConverter(Converter):
                 'JsonConverter with schemas.enable requires "schema" and "payload" fields and '
                 'may not contain additional fields. If you are trying to deserialize plain JSON '
                 f'data, set {self.stage.split()[0]}.converter.schemas.enable=false in the connector config')
-        return Converted(connect_json_value(doc["schema"], doc["payload"]))
+        return Converted(connect_json_value(doc["schema"], doc["payload"]),
+                         field_types=connect_field_types(doc["schema"]))
 
 
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"

@@ -72,6 +72,16 @@ class EnvelopeField:
         else:
             self.name = prefix + (self.field if len(path) == 1 else f"{self.struct}_{self.field}")
 
+    def column(self, types: dict | None) -> tuple[str, Any] | None:
+        """The declared column of the field, from the envelope's FieldTypes (None: unknown)."""
+        if types is None:
+            return None
+        if self.struct is not None and self.struct in types:
+            nested = types[self.struct][1] or {}
+            if self.field in nested:
+                return nested[self.field]
+        return types.get(self.field)
+
     def lookup(self, envelope: dict) -> tuple[bool, Any]:
         """(whether the envelope has the field, its value). A struct that is null (no
         `transaction` in a snapshot) has the field, null; a field its struct lacks is
@@ -97,7 +107,10 @@ def _struct_of(field: str) -> str | None:
 
 class ExtractNewRecordState:
     """The SMT (whole record: it may drop a record, null its value, rename its topic
-    and add headers)."""
+    and add headers). The columns the envelope's schema declared become those of the
+    row it leaves: the `after` (or `before`) struct's, __deleted and the added fields."""
+
+    declares_field_types = True
 
     def __init__(self, opts: PluginOptions):
         mode = opts.string("delete.tombstone.handling.mode", "tombstone")
@@ -144,7 +157,9 @@ class ExtractNewRecordState:
         if after is None:
             return self._delete(record, envelope, before)
         value = self._with_deleted(after, "false") if self.mode in _REWRITE else after
-        return self._add_fields(self._routed(record.with_(value=value), value), envelope)
+        envelope_types = record.field_types
+        record = record.with_(value=value, field_types=self._row_types(envelope_types, "after"))
+        return self._add_fields(self._routed(record, value), envelope, envelope_types)
 
     def _tombstone(self, record: Record) -> Record | None:
         if self.mode != "rewrite-with-tombstone":
@@ -164,8 +179,20 @@ class ExtractNewRecordState:
                 raise TransformFailure("Only Struct objects supported for [Read record to set topic routing "
                                        f"for DELETE], found: {type_name(before)}")
             record = self._routed(record, before)
-        record = record.with_(value=value)
-        return record if value is None else self._add_fields(record, envelope)
+        envelope_types = record.field_types
+        types = None if value is None else self._row_types(envelope_types, "before")
+        record = record.with_(value=value, field_types=types)
+        return record if value is None else self._add_fields(record, envelope, envelope_types)
+
+    def _row_types(self, envelope_types: dict | None, image: str) -> dict | None:
+        """The declared columns of the `after`/`before` image, with __deleted in the
+        rewrite modes (None when the envelope had no schema)."""
+        if envelope_types is None or envelope_types.get(image, (None, None))[1] is None:
+            return None
+        types = dict(envelope_types[image][1])
+        if self.mode in _REWRITE:
+            types[DELETED_FIELD] = ("string", None)
+        return types
 
     @staticmethod
     def _with_deleted(row: Any, flag: str) -> Any:
@@ -188,13 +215,14 @@ class ExtractNewRecordState:
                                    "not a topic name (a string)")
         return record if topic is None or not topic.strip() else record.with_(topic=topic)
 
-    def _add_fields(self, record: Record, envelope: dict) -> Record:
+    def _add_fields(self, record: Record, envelope: dict, envelope_types: dict | None) -> Record:
         if not self.fields:
             return record
         if not isinstance(record.value, dict):
             raise TransformFailure("Only Struct objects supported for [source field insertion], "
                                    f"found: {type_name(record.value)}")
         value = dict(record.value)
+        types = dict(record.field_types) if record.field_types is not None else None
         for ref in self.fields:
             present, field_value = ref.lookup(envelope)
             if not present:
@@ -204,7 +232,13 @@ class ExtractNewRecordState:
                                        "(add.fields names a field the row already has: rename it with "
                                        "field:newName or change add.fields.prefix)")
             value[ref.name] = field_value
-        return record.with_(value=value)
+            if types is not None:
+                column = ref.column(envelope_types)
+                if column is None:
+                    types = None
+                else:
+                    types[ref.name] = column
+        return record.with_(value=value, field_types=types)
 
     def _headers(self, envelope: dict) -> list[tuple[str, Any]]:
         added = []
