@@ -266,11 +266,16 @@ def test_bad_mode_lists_the_modes():
                 delete_tombstone_handling_mode="keep")
 
 
-def test_debezium_2_settings_are_refused_with_the_3_x_setting():
-    text = problems(delete_handling_mode="rewrite", drop_tombstones="false")
-    assert "2 problems" in text and "delete.handling.mode='rewrite' was removed in Debezium 3.0" in text
-    assert "drop.tombstones='false' was removed" in text
-    assert "rewrite-with-tombstone (rewrite with drop.tombstones=false)" in text
+@pytest.mark.parametrize("options, mode", [
+    ({"delete_handling_mode": "rewrite", "drop_tombstones": "false"}, "rewrite-with-tombstone"),
+    ({"delete_handling_mode": "rewrite"}, "rewrite"),
+    ({"delete_handling_mode": "none"}, "tombstone"),
+    ({"drop_tombstones": "false"}, "delete-to-tombstone"),  # 2.x's default: deletes dropped
+])
+def test_debezium_2_settings_are_refused_with_the_3_x_setting(options, mode):
+    text = problems(**options)
+    assert "1 problem)" in text and "removed in Debezium 3.0 (which ignores" in text
+    assert f"set transforms.unwrap.delete.tombstone.handling.mode={mode} instead" in text
     assert "unknown setting" not in text
 
 

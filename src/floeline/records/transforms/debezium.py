@@ -39,13 +39,11 @@ _REWRITE = ("rewrite", "rewrite-with-tombstone")
 # any other unqualified name is a field of `source` (Debezium's determineStruct).
 _TRANSACTION_FIELDS = ("id", "data_collection_order", "total_order")
 _TOP_LEVEL_FIELDS = ("op", "ts_ms", "ts_us", "ts_ns")
-_REMOVED = {
-    "delete.handling.mode": "was removed in Debezium 3.0 (Debezium 3.x ignores it)",
-    "drop.tombstones": "was removed in Debezium 3.0 (Debezium 3.x ignores it)",
-}
-_REMOVED_FIX = ("set delete.tombstone.handling.mode instead: drop (for delete.handling.mode=drop), "
-                "tombstone (none), rewrite (rewrite with drop.tombstones=true), "
-                "rewrite-with-tombstone (rewrite with drop.tombstones=false)")
+# Debezium 2.x's (delete.handling.mode, drop.tombstones) -> the 3.x mode giving the same
+# stream (none + false kept two tombstones per delete: 3.x keeps one).
+_LEGACY_MODES = {("drop", "true"): "drop", ("drop", "false"): "delete-to-tombstone",
+                 ("none", "true"): "tombstone", ("none", "false"): "tombstone",
+                 ("rewrite", "true"): "rewrite", ("rewrite", "false"): "rewrite-with-tombstone"}
 _UNSUPPORTED = ("drop.fields.header.name", "drop.fields.from.key", "drop.fields.keep.schema.compatible")
 
 
@@ -121,14 +119,28 @@ class ExtractNewRecordState:
         self.fields = self._references(opts, "add.fields")
         self.headers = self._references(opts, "add.headers")
         opts.boolean("replace.null.with.default", True)  # schema defaults: applied by the converter
-        for name, reason in _REMOVED.items():
-            if name in opts.values:  # reported here, not again as unknown
-                opts.bad(name, opts.values.pop(name), f"{reason}; {_REMOVED_FIX}")
+        self._refuse_legacy(opts)
         for name in _UNSUPPORTED:
             if name in opts.values:
                 opts.bad(name, opts.values.pop(name), "is not supported by floeline: dropping fields by a header "
                          "needs each field's Connect schema, which floeline's records do not keep; drop "
                          "the setting (or use ReplaceField$Value with exclude=...)")
+
+    @staticmethod
+    def _refuse_legacy(opts: PluginOptions) -> None:
+        """Debezium 2.x's delete settings: one problem naming the 3.x setting to use."""
+        given = {name: opts.values.pop(name) for name in ("delete.handling.mode", "drop.tombstones")
+                 if name in opts.values}  # reported here, not again as unknown
+        if not given:
+            return
+        handling = given.get("delete.handling.mode", "drop").strip().lower()
+        tombstones = given.get("drop.tombstones", "true").strip().lower()
+        mode = _LEGACY_MODES.get((handling, tombstones))
+        fix = (f"set {opts.prefix}delete.tombstone.handling.mode={mode} instead" if mode else
+               f"set {opts.prefix}delete.tombstone.handling.mode instead ({', '.join(MODES)})")
+        settings = " and ".join(f"{opts.prefix}{name}={value!r}" for name, value in given.items())
+        opts.problems.append(f"{settings} {'was' if len(given) == 1 else 'were'} removed in Debezium 3.0 "
+                             f"(which ignores {'it' if len(given) == 1 else 'them'}); {fix} ({opts.label})")
 
     @staticmethod
     def _references(opts: PluginOptions, name: str) -> list[EnvelopeField]:
