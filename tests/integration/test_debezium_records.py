@@ -78,3 +78,21 @@ def test_flattened_change_events_land_with_debeziums_types(
     assert (deleted["ID"], deleted["__OP"], deleted["__DELETED"]) == (Decimal(2), "d", "true")
     frances = {k.upper(): v for k, v in rows[15].items()}  # after ALTER TABLE ... ADD email
     assert frances["EMAIL"] == "fa@example.com" and frances["BORN"] is None
+
+
+def test_plain_change_events_without_the_smt_land_one_row_per_change(
+        kafka, spark, topic_name, make_config, run_connector, read_table):
+    """Today's behaviour without the SMT (and the connector's SQL path: plain JSON, no
+    converters in Python): each change is a row of the envelope's fields."""
+    records = [r for r in json.loads((FIXTURES / "postgres_json_plain.json").read_text())
+               if r["topic"].endswith(".order_lines")]
+    topic = topic_name("dbz_plain")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"key": r["key"], "value": r["value"]} for r in records], partition=0)
+    run_connector(make_config(**{"topics": topic, "snowflake.topic2table.map": f"{topic}:ORDER_LINES",
+                                 "snowflake.enable.schematization": "true"}))
+    rows = {json.loads(r["RECORD_METADATA"].toJson())["offset"]: {k.upper(): v for k, v in r.asDict().items()}
+            for r in read_table("ORDER_LINES").collect()}
+    assert sorted(rows) == [r["offset"] for r in records]  # the tombstone too (behavior.on.null.values)
+    assert [rows[o]["OP"] for o in range(6)] == ["r", "r", "r", "c", "u", "d"]
+    assert json.loads(rows[4]["AFTER"].toJson())["qty"] == 3 and rows[6]["OP"] is None
