@@ -238,3 +238,33 @@ def test_avro_change_event_through_the_smt_declares_the_after_columns():
     assert out.value["born"] == date(2000, 2, 29) and out.value["__op"] == "c"
     assert {name: kind for name, (kind, _) in out.field_types.items()} == {
         **CUSTOMER_COLUMNS, "__op": "string"}
+
+
+def test_avro_variable_scale_decimal_and_json_fields():
+    """numeric without precision and jsonb as Kafka Connect's AvroConverter writes
+    Debezium's schemas: a record named io.debezium.data.VariableScaleDecimal, a string
+    with connect.name io.debezium.data.Json."""
+    vsd = {"type": "record", "name": "VariableScaleDecimal", "namespace": "io.debezium.data",
+           "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+           "connect.version": 1, "connect.name": "io.debezium.data.VariableScaleDecimal"}
+    row = fastavro.parse_schema({"type": "record", "name": "Value", "namespace": "pg.public.t", "fields": [
+        {"name": "amount", "type": ["null", vsd], "default": None},
+        {"name": "doc", "type": ["null", {"type": "string", "connect.version": 1,
+                                          "connect.name": "io.debezium.data.Json"}], "default": None}]})
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, row, {"amount": {"scale": 3, "value": (-1234567).to_bytes(3, "big", signed=True)},
+                                          "doc": '{"a": [1, null]}'})
+    converted = ConfigSchemaAvroConverter(row).convert(out.getvalue())
+    assert converted.value == {"amount": Decimal("-1234.567"), "doc": {"a": [1, None]}}
+    assert column_types(row) == {"amount": "string", "doc": "variant"}
+    assert converted.field_types == {"amount": ("string", None), "doc": ("variant", None)}
+
+
+def test_avro_value_that_does_not_fit_its_debezium_type_is_a_record_error():
+    schema = fastavro.parse_schema({"type": "record", "name": "V", "fields": [
+        {"name": "born", "type": {"type": "long", "connect.name": "io.debezium.time.MicroTimestamp"}}]})
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, schema, {"born": 2 ** 62})  # beyond year 9999
+    with pytest.raises(ConverterError, match="Debezium-typed field of the configured avro.schema: "
+                                             r"\d+ microseconds since the epoch is beyond the years 1-9999"):
+        ConfigSchemaAvroConverter(schema).convert(out.getvalue())
