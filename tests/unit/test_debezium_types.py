@@ -1,8 +1,8 @@
 """Debezium's semantic types (records/debezium_types.py) as the converters read them:
 recorded Debezium PostgreSQL output (tests/fixtures/debezium) through JsonConverter's
-schema envelope, the same change events as Avro with the schema Kafka Connect's
-AvroConverter gives them (connect.name on each field), and the column types an Avro
-schema declares."""
+schema envelope and, for the same changes, Avro in Confluent's wire format with the
+registry's recorded schemas (connect.name on each field); and the column types their
+schemas declare."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import fastavro
 import pytest
 
 from floeline.records.avro_schema import column_types
-from floeline.records.converters.avro import ConfigSchemaAvroConverter
+from floeline.records.converters.avro import AvroConverter, ConfigSchemaAvroConverter
 from floeline.records.converters.base import ConverterError
 from floeline.records.converters.connect_json import JsonConverter, connect_json_value
 from floeline.records.json_text import to_json_text
@@ -140,73 +140,46 @@ def test_variable_scale_decimal_struct_is_a_decimal():
     assert connect_json_value(schema, None) is None
 
 
-# --- Avro (Kafka Connect's AvroConverter: connect.name on each field) -------------------
+# --- Avro (recorded through Apicurio's AvroConverter: connect.name on each field) -------
 
 
-def avro_type(schema: dict, named: set) -> object:
-    """The Avro schema Confluent's AvroData writes for a Connect schema (the recorded
-    one): optional -> a union with null; a Connect logical or semantic name ->
-    connect.name; Connect's Decimal -> bytes with logicalType decimal; a struct ->
-    a record named by its Connect name."""
-    kind = schema["type"]
-    name = schema.get("name")
-    if kind == "struct":
-        full = name or "ConnectDefault"
-        if full in named:  # a named type is written once, then referred to by its name
-            avro: object = full
-        else:
-            named.add(full)
-            namespace, _, simple = full.rpartition(".")
-            avro = {"type": "record", "name": simple, **({"namespace": namespace} if namespace else {}),
-                    "fields": [{"name": f["field"], "type": avro_type(f, named),
-                                **({"default": None} if f.get("optional") else {})}
-                               for f in schema["fields"]]}
-            if name:
-                avro["connect.name"] = name
-    else:
-        primitive = {"int8": "int", "int16": "int", "int32": "int", "int64": "long", "float": "float",
-                     "double": "double", "boolean": "boolean", "string": "string", "bytes": "bytes"}[kind]
-        avro = {"type": primitive}
-        if name == "org.apache.kafka.connect.data.Decimal":
-            params = schema.get("parameters", {})
-            avro.update({"logicalType": "decimal", "scale": int(params["scale"]),
-                         "precision": int(params.get("connect.decimal.precision", 64))})
-        if name:
-            avro.update({"connect.version": schema.get("version", 1), "connect.name": name})
-    return ["null", avro] if schema.get("optional") else avro
+class RecordedRegistry:
+    """The registry's answers as recorded beside the records (postgres_avro_registry.json)."""
+
+    def __init__(self):
+        self.answers = json.loads((FIXTURES / "postgres_avro_registry.json").read_text())
+        self.parsed: dict = {}
+
+    def by_id(self, schema_id: int) -> dict:
+        return self.answers[str(schema_id)]
+
+    def by_subject(self, subject, version):
+        raise AssertionError("the recorded schemas have no references")
 
 
-def avro_datum(schema: dict, value):
-    """The recorded JSON payload as the Avro datum of that schema (base64 bytes decoded,
-    Connect's Decimal as a Decimal fastavro writes)."""
-    if value is None:
-        return None
-    if schema["type"] == "struct":
-        return {f["field"]: avro_datum(f, value.get(f["field"])) for f in schema["fields"]}
-    if schema["type"] == "bytes":
-        raw = base64.b64decode(value)
-        if schema.get("name") == "org.apache.kafka.connect.data.Decimal":
-            return Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-int(schema["parameters"]["scale"]))
-        return raw
-    return value
+AVRO = recorded("postgres_avro.json")
 
 
-def as_avro(offset: int):
-    """(the parsed Avro schema, the datum's bytes) of one recorded change event."""
-    doc = json.loads(CUSTOMERS[offset]["value"])
-    avro = avro_type({**doc["schema"], "optional": False}, set())
-    parsed = fastavro.parse_schema(avro)
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, parsed, avro_datum(doc["schema"], doc["payload"]))
-    return parsed, out.getvalue()
+def avro_converter() -> AvroConverter:
+    return AvroConverter(RecordedRegistry())
 
 
 def test_avro_change_events_read_as_the_json_ones():
-    for offset in (0, 1, 2, 3, 7):
-        schema, data = as_avro(offset)
-        value = ConfigSchemaAvroConverter(schema).convert(data).value
-        assert value["after"] == envelope(offset)["after"], offset
-        assert value["before"] == envelope(offset)["before"], offset
+    """Debezium's Avro output and its JSON output of the same changes give the same
+    values: Debezium's types read the same way from connect.name as from the envelope."""
+    converter = avro_converter()
+    compared = 0
+    for offset, record in AVRO.items():
+        if record["value"] is None:
+            assert CUSTOMERS[offset]["value"] is None
+            continue
+        value = converter.convert(base64.b64decode(record["value"])).value
+        json_value = envelope(offset)
+        for image in ("before", "after"):
+            assert value[image] == json_value[image], (offset, image)
+        assert value["op"] == json_value["op"]
+        compared += 1
+    assert compared == 18
 
 
 CUSTOMER_COLUMNS = {
@@ -217,27 +190,28 @@ CUSTOMER_COLUMNS = {
 
 
 def test_avro_schema_declares_the_columns_of_the_after_image():
-    schema, _ = as_avro(0)
-    after = next(f["type"] for f in schema["fields"] if f["name"] == "after")
-    named = schema["__named_schemas"]
-    record = named[next(b for b in after if b != "null")]  # `before` defined it, `after` refers to it
-    assert column_types({**record, "__named_schemas": named}) == CUSTOMER_COLUMNS
+    converted = avro_converter().convert(base64.b64decode(AVRO[0]["value"]))
+    kind, after = converted.field_types["after"]
+    assert kind == "variant" and {name: t for name, (t, _) in after.items()} == CUSTOMER_COLUMNS
+    # the same columns as the JsonConverter envelope's schema declares
+    json_types = JsonConverter(True).convert(CUSTOMERS[0]["value"].encode()).field_types
+    assert {name: t for name, (t, _) in json_types["after"][1].items()} == CUSTOMER_COLUMNS
+    later = avro_converter().convert(base64.b64decode(AVRO[15]["value"]))  # after ALTER TABLE
+    assert later.schema_id == 5 and later.field_types["after"][1]["email"] == ("string", None)
 
 
 def test_avro_change_event_through_the_smt_declares_the_after_columns():
     from floeline.records.record import Record
     from floeline.records.transforms.chain import transform_chain
 
-    schema, data = as_avro(3)
-    converted = ConfigSchemaAvroConverter(schema).convert(data)
-    record = Record("pg.public.customers", 0, 3, None, -1, value=converted.value,
+    converted = avro_converter().convert(base64.b64decode(AVRO[3]["value"]))
+    record = Record("pg_avro.public.customers", 0, 3, None, -1, value=converted.value,
                     field_types=converted.field_types)
     chain = transform_chain({"transforms": "u", "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
                              "transforms.u.add.fields": "op"})
     out = chain.apply(record)
     assert out.value["born"] == date(2000, 2, 29) and out.value["__op"] == "c"
-    assert {name: kind for name, (kind, _) in out.field_types.items()} == {
-        **CUSTOMER_COLUMNS, "__op": "string"}
+    assert {name: kind for name, (kind, _) in out.field_types.items()} == {**CUSTOMER_COLUMNS, "__op": "string"}
 
 
 def test_avro_variable_scale_decimal_and_json_fields():
