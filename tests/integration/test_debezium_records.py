@@ -6,6 +6,7 @@ column types and values are queried."""
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 from decimal import Decimal
@@ -96,3 +97,53 @@ def test_plain_change_events_without_the_smt_land_one_row_per_change(
     assert sorted(rows) == [r["offset"] for r in records]  # the tombstone too (behavior.on.null.values)
     assert [rows[o]["OP"] for o in range(6)] == ["r", "r", "r", "c", "u", "d"]
     assert json.loads(rows[4]["AFTER"].toJson())["qty"] == 3 and rows[6]["OP"] is None
+
+
+def test_avro_change_events_through_the_registry_land_typed_columns(
+        kafka, spark, schema_registry, topic_name, make_config, run_connector, read_table):
+    """Debezium's Avro output (Apicurio's AvroConverter, recorded with its schemas): the
+    schemas registered in this run's registry, the recorded bytes produced with the
+    ids it gave them, the connector with AvroConverter and the SMT (default mode)."""
+    from records_io import register
+
+    answers = json.loads((FIXTURES / "postgres_avro_registry.json").read_text())
+    records = [r for r in json.loads((FIXTURES / "postgres_avro.json").read_text())
+               if r["topic"].endswith(".customers")]
+    topic = topic_name("dbz_avro")
+    devkafka.create_topic(kafka, topic)
+    new_ids: dict[int, int] = {}
+
+    def rewired(text: str | None, side: str) -> bytes | None:
+        if text is None:
+            return None
+        data = base64.b64decode(text)
+        old = int.from_bytes(data[1:5], "big")
+        if old not in new_ids:
+            new_ids[old] = register(schema_registry, f"{topic}-{side}", answers[str(old)]["schema"])
+        return data[:1] + new_ids[old].to_bytes(4, "big") + data[5:]
+
+    produce(kafka, topic, [{"key": rewired(r["key"], "key"), "value": rewired(r["value"], "value")}
+                           for r in records], partition=0)
+    avro = "io.confluent.connect.avro.AvroConverter"
+    run_connector(make_config(**{
+        "topics": topic, "snowflake.topic2table.map": f"{topic}:CUSTOMERS_AVRO",
+        "snowflake.enable.schematization": "true", "behavior.on.null.values": "IGNORE",
+        "key.converter": avro, "key.converter.schema.registry.url": schema_registry,
+        "value.converter": avro, "value.converter.schema.registry.url": schema_registry,
+        "transforms": "unwrap", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"}))
+
+    table = read_table("CUSTOMERS_AVRO")
+    types = {f.name.upper(): f.dataType.simpleString() for f in table.schema}
+    assert {name: types[name] for name in ("ID", "BALANCE", "BORN", "UPDATED_AT", "CREATED_AT", "EMAIL")} == {
+        "ID": "decimal(38,0)", "BALANCE": "string", "BORN": "date", "UPDATED_AT": "timestamp_ntz",
+        "CREATED_AT": "timestamp", "EMAIL": "string"}
+    rows = {json.loads(r["RECORD_METADATA"].toJson())["offset"]: {k.upper(): v for k, v in r.asDict().items()}
+            for r in table.collect()}
+    deletes = [r["offset"] for r in json.loads((FIXTURES / "postgres_json_schemas.json").read_text())
+               if r["topic"].endswith(".customers") and r["value"] and '"op":"d"' in r["value"]]
+    assert sorted(rows) == [r["offset"] for r in records if r["value"] is not None and r["offset"] not in deletes]
+    barbara = rows[3]
+    assert (barbara["BORN"], barbara["UPDATED_AT"]) == (dt.date(2000, 2, 29), dt.datetime(2026, 6, 30, 12, 0, 0, 500000))
+    assert barbara["CREATED_AT"].astimezone(dt.timezone.utc) == dt.datetime(2026, 6, 30, 10, 0, 0, 500000,
+                                                                             tzinfo=dt.timezone.utc)
+    assert rows[15]["EMAIL"] == "fa@example.com"
