@@ -23,6 +23,7 @@ from floeline.config.decoding import (
     REGISTRY_CONVERTERS, STRING_CONVERTER, SUPPORTED_CONVERTERS, check_converters, converter_spec,
     decode_spec)
 from floeline.errors import ConfigError, RetriesExhausted
+from floeline.records.avro_schema import column_types
 from floeline.records.converters.base import ConverterError, RegistryUnavailable
 from floeline.records.converters.factory import converter_for
 from floeline.records.decode import DECODE_COLUMNS, RecordDecoder, decode_batches, needs_python_decode
@@ -573,7 +574,10 @@ def test_record_decoder_rows():
     assert ok == {"_route_topic": "t", "_key_json": '"k"', "_headers_json": '{"h":"42"}',
                   "_value_json": to_json_text(ORDER), "_schema_id": 1, "_skip": False,
                   "_decode_error": None, "_decode_stage": None, "_error_class": None,
-                  "_error_trace": None, "_batch_failure": None}
+                  "_error_trace": None, "_batch_failure": None,
+                  # the columns the schema declares, as DeclaredTypes reads them on the driver
+                  "_declared_types": json.dumps(column_types(fastavro.parse_schema(ORDER_V1)),
+                                                separators=(",", ":"))}
     tomb = decoded(decoder, "t", 0, 2, 5, 0, None, None, [])
     assert (tomb["_key_json"], tomb["_headers_json"], tomb["_value_json"], tomb["_decode_error"]) == \
         (None, None, None, None)

@@ -59,10 +59,14 @@ KEY_OR_VALUE_TRANSFORMS = ("Cast", "ExtractField", "Flatten", "HoistField", "Ins
 RECORD_TRANSFORMS = ("DropHeaders", "Filter", "InsertHeader", "RegexRouter", "TimestampRouter",
                      "ValueToKey")
 PREDICATES = ("HasHeaderKey", "RecordIsTombstone", "TopicNameMatches")
+# Transforms of other projects that users keep in their configs (whole-record transforms).
+DEBEZIUM_TRANSFORMS_PACKAGE = "io.debezium.transforms."
+DEBEZIUM_TRANSFORMS = ("ExtractNewRecordState",)
 
 SUPPORTED_TRANSFORMS = tuple(sorted(
     [f"{TRANSFORMS_PACKAGE}{name}${side}" for name in KEY_OR_VALUE_TRANSFORMS for side in ("Key", "Value")]
-    + [TRANSFORMS_PACKAGE + name for name in RECORD_TRANSFORMS]))
+    + [TRANSFORMS_PACKAGE + name for name in RECORD_TRANSFORMS]
+    + [DEBEZIUM_TRANSFORMS_PACKAGE + name for name in DEBEZIUM_TRANSFORMS]))
 SUPPORTED_PREDICATES = tuple(sorted(PREDICATES_PACKAGE + name for name in PREDICATES))
 # Short names: Kafka Connect's own plugin aliases (the simple class names that are
 # unique, e.g. RegexRouter, TopicNameMatches) plus floeline's HoistField$Value style.
@@ -389,8 +393,9 @@ def _unknown_class(type_key, alias, class_name, supported, kind) -> str:
     other = SUPPORTED_PREDICATES if kind == "transform" else SUPPORTED_TRANSFORMS
     if full(class_name) in other:
         hint = f" (it is a {'predicate' if kind == 'transform' else 'transform'})"
-    bases = sorted({n.rsplit(".", 1)[-1].split("$")[0] + ("$Key/$Value" if "$" in n else "")
-                    for n in supported})
     package = TRANSFORMS_PACKAGE if kind == "transform" else PREDICATES_PACKAGE
+    bases = sorted({n.rsplit(".", 1)[-1].split("$")[0] + ("$Key/$Value" if "$" in n else "")
+                    for n in supported if n.startswith(package)})
+    others = "".join(f" and {n}" for n in supported if not n.startswith(package))
     return (f"{type_key}={class_name}: unknown {kind} class for alias {alias!r}{hint}; floeline "
-            f"supports {package}{{{', '.join(bases)}}}")
+            f"supports {package}{{{', '.join(bases)}}}{others}")

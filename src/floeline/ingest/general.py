@@ -84,6 +84,7 @@ def channel_groups(rows) -> list:
         F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"),
         F.expr("schema_of_variant_agg(CASE WHEN _error IS NULL THEN v END)").alias("keys"),
         F.expr("collect_set(CASE WHEN _error IS NULL THEN _schema_id END)").alias("schema_ids"),
+        F.expr("collect_set(CASE WHEN _error IS NULL THEN _declared_types END)").alias("declared_types"),
     ).collect()
     if any(g["failures"] for g in groups):
         # Not a record's fault: the batch fails whole, before any table or dead-letter
@@ -170,7 +171,7 @@ def records(pipeline, df, started: float, routes: list[str]):
         df = decode_frame(df, cfg).selectExpr(
             "channel", "position", "route", "timestamp", "headers", "source",
             "key AS _raw_key", "value AS _raw_value", "_key_json", "_headers_json",
-            "CAST(_value_json AS BINARY) AS value", "_schema_id",
+            "CAST(_value_json AS BINARY) AS value", "_schema_id", "_declared_types",
             "_route_topic AS _route", "_skip", "_decode_error", "_decode_stage", "_error_class",
             "_batch_failure")
         routed_routes = {r: pipeline.routed(r) for r in routes}
@@ -188,7 +189,7 @@ def records(pipeline, df, started: float, routes: list[str]):
             "channel", "position", "route", "key", "headers", "timestamp", "source",
             f"CASE WHEN {BLANK_VALUE_SQL} THEN NULL ELSE value END AS value",
             "key AS _raw_key", "value AS _raw_value", "route AS _route", "_headers_json",
-            "CAST(NULL AS INT) AS _schema_id",
+            "CAST(NULL AS INT) AS _schema_id", "CAST(NULL AS STRING) AS _declared_types",
             "false AS _skip", "_headers_error AS _decode_error",
             f"CASE WHEN _headers_error IS NOT NULL THEN '{HEADER_STAGE}' END AS _decode_stage",
             "CASE WHEN _headers_error IS NOT NULL THEN 'ConverterError' END AS _error_class",
@@ -199,7 +200,7 @@ def records(pipeline, df, started: float, routes: list[str]):
         headers_json=None if pipeline.headers_in_sql else "_headers_json")
     return df.selectExpr("*", f"{PARSE_VALUE_SQL} AS v").selectExpr(
         "channel", "position", "timestamp", "headers", "source", "_raw_key", "_raw_value",
-        "_route", "_skip", "_schema_id",
+        "_route", "_skip", "_schema_id", "_declared_types",
         "value IS NULL AND _decode_error IS NULL AND NOT _skip AS _tombstone", "v",
         f"CASE WHEN _skip THEN NULL ELSE coalesce(_decode_error, {parse_error}) END AS _error",
         "CASE WHEN _decode_error IS NOT NULL THEN _decode_stage ELSE 'value converter' END AS _stage",

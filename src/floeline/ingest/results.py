@@ -24,6 +24,8 @@ class ChannelStats:
     ts_mid: int | None = None
     keys: set = field(default_factory=set)  # merged variant schemas (schema_of_variant_agg)
     schema_ids: set = field(default_factory=set)  # schema registry ids of the values
+    # the columns the values' schemas declare, each a JSON object {field: Spark type}
+    declared_types: set = field(default_factory=set)
 
     @classmethod
     def from_group(cls, group) -> ChannelStats:
@@ -31,7 +33,8 @@ class ChannelStats:
         return cls(first=group["first"], last=group["last"], records=group["records"],
                    bad=group["bad"], tombstones=group["tombstones"], filtered=group["filtered"],
                    ts_min=group["ts_min"], ts_mid=group["ts_mid"], keys={group["keys"]},
-                   schema_ids=set(group["schema_ids"] or ()))
+                   schema_ids=set(group["schema_ids"] or ()),
+                   declared_types=set(group["declared_types"] or ()))
 
     def add(self, other: ChannelStats) -> None:
         """Add another group of the same channel (another route to the same table)."""
@@ -44,6 +47,7 @@ class ChannelStats:
         self.ts_min = min(self.ts_min, other.ts_min)
         self.keys |= other.keys
         self.schema_ids |= other.schema_ids
+        self.declared_types |= other.declared_types
 
     @property
     def unusual(self) -> bool:

@@ -51,7 +51,7 @@ class TableSink:
 
     def __init__(self, config, spark, warehouse, tables_: Tables, bad: BadRecords,
                  preparer: TablePreparer, before_commit: Callable[[], None], metrics,
-                 declared_types: Callable[[set], dict[str, str]]):
+                 declared_types: Callable[[set, set], dict[str, str]]):
         self.config, self.spark, self.warehouse, self.tables = config, spark, warehouse, tables_
         self.bad, self.preparer, self.before_commit = bad, preparer, before_commit
         self.metrics, self.declared_types = metrics, declared_types
@@ -125,7 +125,9 @@ class TableSink:
             fields.pop("")
         all_fields, fields = fields, self.preparer.without_wide_records(state, lands.rows, fields)
         batch.phase("keys")
-        declared = self.declared_types(set().union(*(c.schema_ids for c in batch.channels.values())))
+        channels = batch.channels.values()
+        declared = self.declared_types(set().union(*(c.schema_ids for c in channels)),
+                                       set().union(*(c.declared_types for c in channels)))
         schema = self.preparer.prepare(state, lands.rows, fields, declared)
         batch.phase("table")
         reject = schema.evolution or cfg.validation == "client_side"

@@ -8,6 +8,10 @@ AvroData) turns it into a Connect schema and Snowflake's connector reads that sc
                  field's type and not from the values (a `float` holding NaN is still a
                  FLOAT column), as Snowflake's SnowflakeColumnTypeMapper maps Connect types
 
+Debezium's semantic types (a "connect.name" such as io.debezium.time.MicroTimestamp on
+a long) are read and declared as debezium_types.py says: a DATE, a TIMESTAMP_NTZ...,
+not the number of days or microseconds the bytes hold.
+
 Named types are resolved through the `__named_schemas` fastavro's parse_schema keeps."""
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from floeline.records.connect_columns import FieldTypes
+from floeline.records.debezium_types import debezium_column_type, debezium_value, is_debezium_type
 from floeline.records.record import Float32
 
 # Connect type -> Snowflake's column (SnowflakeColumnTypeMapper) -> floeline's Spark type
@@ -50,6 +56,9 @@ def column_type(schema: Any, named: dict) -> str:
         branches = [b for b in schema if b != "null"]
         return column_type(branches[0], named) if len(branches) == 1 else "variant"
     if isinstance(schema, dict):
+        debezium = debezium_column_type(schema.get("connect.name"))
+        if debezium is not None:
+            return debezium
         logical = schema.get("logicalType")
         if logical in _LOGICAL_COLUMNS:
             return _LOGICAL_COLUMNS[logical]
@@ -68,9 +77,29 @@ def column_types(schema: Any) -> dict[str, str]:
     return {f["name"]: column_type(f["type"], named) for f in record["fields"]}
 
 
+def field_types(schema: Any, named: dict | None = None) -> FieldTypes | None:
+    """The FieldTypes (connect_columns.py) of a record schema, or of the record of an
+    optional one; None for any other schema and for records that stand for one value
+    (Debezium's VariableScaleDecimal)."""
+    if named is None:
+        named = schema.get("__named_schemas", {}) if isinstance(schema, dict) else {}
+    schema = _named(schema, named)
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        return field_types(branches[0], named) if len(branches) == 1 else None
+    if isinstance(schema, dict) and isinstance(schema.get("type"), (dict, list)):
+        return field_types(schema["type"], named)
+    if not isinstance(schema, dict) or schema.get("type") != "record" \
+            or is_debezium_type(schema.get("connect.name")):
+        return None
+    return {f["name"]: (column_type(f["type"], named), field_types(f["type"], named))
+            for f in schema["fields"]}
+
+
 def plain_value(schema: Any, value: Any, named: dict | None = None) -> Any:
     """A value fastavro read with `schema`, in record.py's types: Avro floats as Float32,
-    UUIDs as text."""
+    UUIDs as text, Debezium's semantic types as their values (debezium_types.py; a
+    DebeziumValueError when the bytes do not fit)."""
     if named is None:
         named = schema.get("__named_schemas", {}) if isinstance(schema, dict) else {}
     if value is None:
@@ -78,6 +107,9 @@ def plain_value(schema: Any, value: Any, named: dict | None = None) -> Any:
     schema = _named(schema, named)
     if isinstance(schema, list):
         return plain_value(_union_branch(schema, value, named), value, named)
+    if isinstance(schema, dict) and is_debezium_type(schema.get("connect.name")):
+        base = plain_value({k: v for k, v in schema.items() if k != "connect.name"}, value, named)
+        return debezium_value(schema["connect.name"], base)
     kind = schema.get("type") if isinstance(schema, dict) else schema
     if isinstance(kind, (dict, list)):  # {"type": {...}}
         return plain_value(kind, value, named)
@@ -114,4 +146,14 @@ def _union_branch(branches: list, value: Any, named: dict) -> Any:
         return candidates[0] if candidates else "null"
     if isinstance(value, list):
         return next((b for b in branches if kind(b) == "array"), "null")
-    return "null"  # scalars need no schema beyond what fastavro gave them
+    # A scalar needs its branch only for what the branch names (a Debezium connect.name):
+    # the one non-null branch of an optional field, else the first of the value's kind.
+    others = [b for b in branches if kind(b) != "null"]
+    if len(others) == 1:
+        return others[0]
+    kinds = _SCALAR_KINDS.get(type(value), ())
+    return next((b for b in others if kind(b) in kinds), "null")
+
+
+_SCALAR_KINDS = {bool: ("boolean",), int: ("int", "long"), str: ("string", "enum"),
+                 bytes: ("bytes", "fixed")}

@@ -35,12 +35,17 @@ Python, in Kafka Connect's order:
                           the whole batch: 'transient' (the schema registry cannot be
                           reached: the connector retries) or 'terminal' (its retry
                           bound spent, credentials refused): errors.batch_failure_kind
+  _declared_types string  the columns the value's schema declares, as a JSON object
+                          {field: Spark type} (JsonConverter's envelope, Avro; kept
+                          through transforms that say what they do to them, such as
+                          ExtractNewRecordState); NULL: the values' types decide
 
 A record that fails never fails the Spark job: the error is in its row.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import traceback
@@ -67,7 +72,7 @@ DECODE_COLUMNS = (
     ("_value_json", "string"),
     ("_schema_id", "int"), ("_skip", "boolean"), ("_decode_error", "string"),
     ("_decode_stage", "string"), ("_error_class", "string"), ("_error_trace", "string"),
-    ("_batch_failure", "string"),
+    ("_batch_failure", "string"), ("_declared_types", "string"),
 )
 _TRACE_FRAMES = 4
 _TRACE_CHARS = 2000
@@ -160,6 +165,7 @@ class RecordDecoder:
         self.value = converter_for(spec.value, registry, policy=spec.registry_retry)
         self.headers = header_rules(spec.headers)
         self.chain = transform_chain_for(spec.transforms)
+        self._declared_cache: dict[int, tuple[dict, str]] = {}
 
     def decode(self, topic: str, partition: int, offset: int, timestamp_ms: int | None,
                timestamp_type: int, key: bytes | None, value: bytes | None,
@@ -176,12 +182,12 @@ class RecordDecoder:
             converted_headers = [(name, self.headers.convert(name, data)) for name, data in headers]
             record = Record(topic, partition, offset, timestamp_ms, timestamp_type,
                             key=key_value, value=converted.value, headers=converted_headers,
-                            schema_id=schema_id)
+                            schema_id=schema_id, field_types=converted.field_types)
             if self.chain is not None:
                 stage = TRANSFORM_STAGE
                 out = self.chain.apply(record)
                 if out is None:
-                    return (topic, None, None, None, schema_id, True, None, None, None, None, None)
+                    return (topic, None, None, None, schema_id, True, None, None, None, None, None, None)
                 record = out
             stage = VALUE_STAGE  # rendering the value as JSON text
             value_json = None if record.value is None else to_json_text(record.value)
@@ -190,13 +196,28 @@ class RecordDecoder:
             stage = HEADER_STAGE
             headers_json = self.headers.render(record.headers)
             return (record.topic, key_json, headers_json, value_json, schema_id, False,
-                    None, None, None, None, None)
+                    None, None, None, None, None, self._declared(record))
         except Exception as exc:  # noqa: BLE001 - every record error is reported in its row
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             stage = getattr(exc, "stage", None) or stage
             trace = "".join(traceback.format_exception(exc, limit=-_TRACE_FRAMES))
             return (topic, None, None, None, schema_id, False, reason, stage, type(exc).__name__,
-                    trace[-_TRACE_CHARS:], batch_failure_kind(exc))
+                    trace[-_TRACE_CHARS:], batch_failure_kind(exc), None)
+
+
+    def _declared(self, record: Record) -> str | None:
+        """_declared_types of a record (the same schema's text is built once)."""
+        if record.value is None or record.field_types is None:
+            return None
+        key = id(record.field_types)
+        cached = self._declared_cache.get(key)
+        if cached is None or cached[0] is not record.field_types:
+            text = json.dumps({name: kind for name, (kind, _) in record.field_types.items()},
+                              separators=(",", ":"))
+            if len(self._declared_cache) > 256:
+                self._declared_cache.clear()
+            cached = self._declared_cache[key] = (record.field_types, text)
+        return cached[1]
 
 
 def decode_batches(batches: Iterator[Any], spec: DecodeSpec, columns: list[str],

@@ -27,6 +27,9 @@ class Record:
     # (name, value) in order; each value as the header converter gave it (simple_header_converter.py)
     headers: list[tuple[str, Any]] = field(default_factory=list)
     schema_id: int | None = None  # the value's schema registry id, when it had one
+    # the columns the value's schema declares (connect_columns.FieldTypes): set by the
+    # converter, kept by transforms that know what they do to it, else dropped (None)
+    field_types: dict | None = None
 
     def with_(self, **changes) -> "Record":
         """A copy with some fields changed (transforms never mutate their input)."""

@@ -7,8 +7,9 @@ import io
 import json
 from typing import Any
 
-from floeline.records.avro_schema import plain_value
+from floeline.records.avro_schema import field_types, plain_value
 from floeline.records.converters.base import Converted, Converter, ConverterError
+from floeline.records.debezium_types import DebeziumValueError
 from floeline.records.converters.wire_format import RegistryConverter
 
 
@@ -28,6 +29,15 @@ class StrictReader(io.BytesIO):
 class AvroConverter(RegistryConverter):
     format_name = "Avro"
     schema_type = "AVRO"
+
+    def __init__(self, registry):
+        super().__init__(registry)
+        self._types: dict[int, dict | None] = {}
+
+    def _field_types(self, schema_id: int, schema: Any) -> dict | None:
+        if schema_id not in self._types:
+            self._types[schema_id] = field_types(schema)
+        return self._types[schema_id]
 
     def _parse(self, schema_id: int, answer: dict) -> Any:
         import fastavro
@@ -67,7 +77,10 @@ class AvroConverter(RegistryConverter):
         if left:
             raise self.error(f"corrupt Avro (does not match {self._where(schema_id)}): "
                              f"{left} bytes left over after the record")
-        return plain_value(schema, value)
+        try:
+            return plain_value(schema, value)
+        except DebeziumValueError as exc:
+            raise self.error(f"a Debezium-typed field of {self._where(schema_id)}: {exc}") from None
 
 
 class ConfigSchemaAvroConverter(Converter):
@@ -77,6 +90,7 @@ class ConfigSchemaAvroConverter(Converter):
 
     def __init__(self, schema: Any):
         self.schema = schema
+        self.field_types = field_types(schema)
 
     def _convert(self, data: bytes) -> Converted:
         import fastavro
@@ -90,4 +104,7 @@ class ConfigSchemaAvroConverter(Converter):
         if len(data) - reader.tell():
             raise self.error(f"corrupt Avro (does not match the configured avro.schema): "
                              f"{len(data) - reader.tell()} bytes left over after the record")
-        return Converted(plain_value(self.schema, value))
+        try:
+            return Converted(plain_value(self.schema, value), field_types=self.field_types)
+        except DebeziumValueError as exc:
+            raise self.error(f"a Debezium-typed field of the configured avro.schema: {exc}") from None

@@ -45,6 +45,8 @@ class RegistryUnavailable(ServiceUnavailable):
 class Converted:
     value: Any
     schema_id: int | None = None  # the schema registry id of the Confluent wire formats
+    # the columns the value's schema declares (connect_columns.FieldTypes); None: no schema
+    field_types: dict | None = None
 
 
 class Converter:

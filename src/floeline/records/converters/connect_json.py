@@ -10,6 +10,8 @@ import decimal
 import json
 from typing import Any
 
+from floeline.records.connect_columns import connect_field_types
+from floeline.records.debezium_types import debezium_value, is_debezium_type
 from floeline.records.record import Float32
 from floeline.records.converters.base import Converted, Converter, ConverterError
 
@@ -53,7 +55,8 @@ class JsonConverter(Converter):
                 'JsonConverter with schemas.enable requires "schema" and "payload" fields and '
                 'may not contain additional fields. If you are trying to deserialize plain JSON '
                 f'data, set {self.stage.split()[0]}.converter.schemas.enable=false in the connector config')
-        return Converted(connect_json_value(doc["schema"], doc["payload"]))
+        return Converted(connect_json_value(doc["schema"], doc["payload"]),
+                         field_types=connect_field_types(doc["schema"]))
 
 
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
@@ -62,12 +65,16 @@ _TIME = "org.apache.kafka.connect.data.Time"
 _TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
+# JsonConverter writes FLOAT32/FLOAT64 as "float"/"double" (its JsonSchema names); the
+# Connect type names are read too.
+_FLOAT_TYPES = {"float": 32, "double": 64, "float32": 32, "float64": 64}
 
 
 def connect_json_value(schema: Any, value: Any, path: str = "payload") -> Any:
     """A JsonConverter payload read with its Connect schema, as
     JsonConverter.toConnectData does: defaults and optional fields for nulls, base64
-    bytes, maps with non-string keys as [[key, value], ...], and the logical types."""
+    bytes, maps with non-string keys as [[key, value], ...], and the logical types:
+    Connect's own and Debezium's (debezium_types.py)."""
     if schema is None:  # "schema": null -> schemaless payload
         return value
     if not isinstance(schema, dict) or not isinstance(schema.get("type"), str):
@@ -82,6 +89,9 @@ def connect_json_value(schema: Any, value: Any, path: str = "payload") -> Any:
         raise ConverterError(f"invalid null value for required {kind.upper()} field at {path}")
     name = schema.get("name")
     try:
+        if is_debezium_type(name):  # its base type first, then what Debezium's name says
+            base = connect_json_value({k: v for k, v in schema.items() if k != "name"}, value, path)
+            return debezium_value(name, base)
         if name == _DECIMAL:
             scale = int((schema.get("parameters") or {}).get("scale", 0))
             if isinstance(value, str):
@@ -101,10 +111,10 @@ def connect_json_value(schema: Any, value: Any, path: str = "payload") -> Any:
             if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
                 raise ValueError(f"{number} is out of range for {kind.upper()}")
             return number
-        if kind in ("float32", "float64"):
+        if kind in _FLOAT_TYPES:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"expected a number, got {type(value).__name__}")
-            return Float32(value) if kind == "float32" else float(value)
+            return Float32(value) if _FLOAT_TYPES[kind] == 32 else float(value)
         if kind == "boolean":
             if not isinstance(value, bool):
                 raise ValueError(f"expected a boolean, got {type(value).__name__}")

@@ -30,7 +30,8 @@ class RegistryConverter(Converter):
     def _convert(self, data: bytes) -> Converted:
         schema_id, payload = split_wire_format(data, self.format_name)
         schema = self._schema(schema_id)
-        return Converted(self._decode(schema_id, schema, payload), schema_id)
+        return Converted(self._decode(schema_id, schema, payload), schema_id,
+                         self._field_types(schema_id, schema))
 
     def schema_of(self, schema_id: int) -> Any:
         """The parsed schema of `schema_id` (fetched once per process)."""
@@ -60,3 +61,7 @@ class RegistryConverter(Converter):
 
     def _decode(self, schema_id: int, schema: Any, payload: bytes) -> Any:
         raise NotImplementedError
+
+    def _field_types(self, schema_id: int, schema: Any) -> dict | None:
+        """The columns the schema declares (connect_columns.FieldTypes), or None."""
+        return None

@@ -24,5 +24,8 @@ Timestamp and datetime.date a Date (Cast, TimestampConverter, Flatten, MaskField
 Modules: chain (the chain built from config, the routed-topic rule), options (the one
 reader of an alias's settings), registry (class names -> classes), base (what every
 transform shares), fields / cast / timestamps / routing / header_transforms (the SMT
-families), predicates, java_dates (java.text.SimpleDateFormat in UTC).
+families), predicates, java_dates (java.text.SimpleDateFormat in UTC), debezium
+(Debezium's ExtractNewRecordState, which also passes on the columns the change event's
+schema declares: Record.field_types; any other transform that changes a value drops
+them, chain.py).
 """

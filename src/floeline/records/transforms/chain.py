@@ -52,6 +52,7 @@ class TransformChain:
     def apply(self, record: Record) -> Record | None:
         current: Record | None = record
         for stage in self.stages:
+            before = current
             try:
                 current = stage.apply(current)
             except TransformFailure as exc:
@@ -60,6 +61,7 @@ class TransformChain:
                 raise self._error(record, stage, f"unexpected {type(exc).__name__}: {exc}") from exc
             if current is None:
                 return None
+            current = _declared_after(before, current, stage.transform)
         return current
 
     @staticmethod
@@ -67,6 +69,15 @@ class TransformChain:
         return TransformError(f"transform {stage.alias!r} ({stage.class_name}): {reason}",
                               record.topic, record.partition, record.offset,
                               alias=stage.alias, transform=stage.class_name)
+
+
+def _declared_after(before: Record, after: Record, transform) -> Record:
+    """`after`, without the columns its value's schema declared (Record.field_types)
+    when a transform changed the value without saying what that does to them: the
+    values' own types then decide, as for schemaless records."""
+    if after.field_types is None or after.value is before.value or getattr(transform, "declares_field_types", False):
+        return after
+    return after.with_(field_types=None)
 
 
 def transform_chain(settings: Mapping[str, str]) -> TransformChain:
