@@ -217,7 +217,8 @@ def test_bad_changes_are_row_errors_with_their_positions(memory_log, make_config
                                                          read_table):
     memory_log.append("pg_plain.public.customers/0", "pg_plain.public.customers",
                       [r["value"] for r in bad_changes()], keys=[r["key"] for r in bad_changes()])
-    run_memory(upsert_config(make_config, errors__tolerance="all"))
+    config = upsert_config(make_config, errors__tolerance="all")
+    run_memory(config)
     assert {int(r["ID"]) for r in read_table("CUSTOMERS").collect()} == {1, 4}
     errors = {r["RECORD_POSITION"]: r for r in read_table("CUSTOMERS_ERRORS").collect()}
     assert sorted(errors) == ["1", "2", "3", "4", "5"]
@@ -227,6 +228,17 @@ def test_bad_changes_are_row_errors_with_their_positions(memory_log, make_config
     assert "op x is not an op floeline applies" in errors["3"]["ERROR"]
     assert "primary key field id is missing or null in the record key" in errors["4"]["ERROR"]
     assert "op t (a truncate)" in errors["5"]["ERROR"] and "skipped.operations=t" in errors["5"]["ERROR"]
+
+    # A key that changed type (text for the NUMBER key column) is a row error of the write.
+    recs = customers_records()
+    memory_log.append("pg_plain.public.customers/0", "pg_plain.public.customers",
+                      [recs[13]["value"], recs[14]["value"]], keys=['{"id": "four"}', recs[14]["key"]])
+    run_memory(config)
+    errors = {r["RECORD_POSITION"]: r for r in read_table("CUSTOMERS_ERRORS").collect()}
+    assert sorted(errors) == ["1", "2", "3", "4", "5", "7"]
+    assert errors["7"]["STAGE"] == "table write" and "ID" in errors["7"]["ERROR"], errors["7"]["ERROR"]
+    rows = {int(r["ID"]): r for r in read_table("CUSTOMERS").collect()}
+    assert set(rows) == {1, 4} and rows[4]["RATING"] == 3.0  # the change after it applied
 
 
 def test_errors_tolerance_none_stops_at_the_first_bad_change(memory_log, make_config, run_memory,

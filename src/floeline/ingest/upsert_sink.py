@@ -32,6 +32,7 @@ from floeline.ingest.table_sink import TableSink, display_name
 from floeline.ingest.table_state import Tables
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import shaping, values_to_columns
+from floeline.records.columns import stores_json
 from floeline.records.changes import (
     CHANGE_STAGE, ChangePlan, change_events, change_rows, key_fields_of, latest_per_key)
 from floeline.records.content import parse_object_schema, sql_string
@@ -96,7 +97,8 @@ class UpsertSink:
             state.committed_through(lands.after)
             return 0
         shaped, keys, columns = prepared
-        applied -= self._divert_row_errors(batch, shaped, lands)
+        shaped, rejected = self._divert_row_errors(batch, shaped, lands)
+        applied -= rejected
         latest = latest_per_key(shaped, [s for _c, s in keys], len(batch.channels) > 1)
         self._merge(batch, latest.select(*(s for _c, s in columns), "_delete"), keys, columns, lands)
         batch.phase("merge")
@@ -181,12 +183,13 @@ class UpsertSink:
                 f"ELSE _row_error END"))
         return shaped, keys, columns
 
-    def _divert_row_errors(self, batch: TableBatch, shaped, lands: Landing) -> int:
+    def _divert_row_errors(self, batch: TableBatch, shaped, lands: Landing):
+        """The shaped rows without those that cannot be written (sent on by the
+        bad-record router), and how many those were."""
         if "_row_error" not in shaped.columns:
-            return 0
-        rest, rejected = self.bad.divert(shaped, "_row_error", "'table write'", batch.state.ref,
-                                         batch.report, lands.after, "_src_")
-        return rejected
+            return shaped, 0
+        return self.bad.divert(shaped, "_row_error", "'table write'", batch.state.ref,
+                               batch.report, lands.after, "_src_")
 
     def _merge(self, batch: TableBatch, source, keys, columns, lands: Landing) -> None:
         state = batch.state
@@ -244,4 +247,9 @@ def _key_column(schema, field: str, normalize: bool, ref) -> str:
     if column is None:
         raise TableError(f"table {ref.full_name} has no column for primary key field {field!r}: "
                          f"add it (ALTER TABLE {display_name(ref)} ADD COLUMN ...) or fix primary.key.fields")
+    if column.type == "variant" or stores_json(column):
+        raise TableError(f"table {ref.full_name}: primary key column {column.name} is semi-structured "
+                         f"(its values had several types when the table was created), and MERGE cannot "
+                         f"compare such values: drop the table and let the connector create it again "
+                         f"from changes whose key values have one type, or create it by hand")
     return column.name

@@ -106,18 +106,17 @@ def change_events(rows, plan: ChangePlan):
     keyed = ops.selectExpr("*", f"{_key_object_sql(plan)} AS _key_obj",
                            *([f"{_is_object_sql('_key')} AS _key_is_object"] if plan.from_record_key else []))
     keyed = keyed.selectExpr("*", f"{_key_error_sql(plan)} AS _key_error")
-    return keyed.selectExpr(
-        *[c for c in keyed.columns if c not in _WORK_COLUMNS],
-        f"CASE WHEN _delete THEN _key_obj ELSE {_upsert_image_sql(plan)} END AS _image",
-        f"{_old_key_sql(plan)} AS _old_key",
-        "coalesce(_shape_error, _key_error, "
-        f"CASE WHEN NOT _skipped AND NOT _delete AND _key_error IS NULL AND {_upsert_image_sql(plan)} IS NULL "
+    imaged = keyed.selectExpr("*", f"CASE WHEN _delete THEN _key_obj ELSE {_upsert_image_sql(plan)} END AS _image",
+                              f"{_old_key_sql(plan)} AS _old_key")
+    return imaged.selectExpr(
+        *[c for c in imaged.columns if c not in _WORK_COLUMNS],
+        "coalesce(_shape_error, _key_error, CASE WHEN NOT _skipped AND _image IS NULL "
         f"THEN {sql_string(_NOT_AN_OBJECT)} END) AS _change_error")
 
 
 # The intermediate columns change_events drops from its output.
 _WORK_COLUMNS = frozenset({"_d", "_envelope", "_has_op", "_shape_error", "_key_error", "_key_obj",
-                           "_key_is_object"})
+                           "_key_is_object", "_after", "_before"})
 
 
 def change_rows(events):
