@@ -27,6 +27,7 @@ from floeline.ingest.results import BatchResult, ChannelStats
 from floeline.ingest.sink import TableBatch
 from floeline.records.content import (
     BLANK_VALUE_SQL, PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
+from floeline.records.changes import record_key_sql
 from floeline.records.decode import decode_frame, with_converted_headers
 from floeline.records.header_rules import HEADER_STAGE
 from floeline.sources.base import later_position, max_position_sql, min_position_sql
@@ -164,7 +165,7 @@ def records(pipeline, df, started: float, routes: list[str]):
     (`_route`), the value as VARIANT (`v`) and its schema registry id (`_schema_id`),
     why a record cannot be ingested (`_error`, `_stage`), RECORD_METADATA (`_meta`), and
     the original bytes (`_raw_key`, `_raw_value`, `headers`, `timestamp`, `source`) for
-    bad records."""
+    bad records; with insert.mode=upsert, the record key as VARIANT (`_key`)."""
     cfg = pipeline.config
     if pipeline.decode:
         # Converters and transforms in Python; the columns below read their output.
@@ -198,6 +199,8 @@ def records(pipeline, df, started: float, routes: list[str]):
     metadata = pipeline.source.metadata_sql(
         cfg.metadata, int(started * 1000), key_json="_key_json" if pipeline.decode else None,
         headers_json=None if pipeline.headers_in_sql else "_headers_json")
+    # insert.mode=upsert: the record key as a VARIANT, where primary keys come from.
+    key = [f"{record_key_sql('_key_json' if pipeline.decode else None)} AS _key"] if cfg.changes.upsert else []
     return df.selectExpr("*", f"{PARSE_VALUE_SQL} AS v").selectExpr(
         "channel", "position", "timestamp", "headers", "source", "_raw_key", "_raw_value",
         "_route", "_skip", "_schema_id", "_declared_types",
@@ -205,7 +208,7 @@ def records(pipeline, df, started: float, routes: list[str]):
         f"CASE WHEN _skip THEN NULL ELSE coalesce(_decode_error, {parse_error}) END AS _error",
         "CASE WHEN _decode_error IS NOT NULL THEN _decode_stage ELSE 'value converter' END AS _stage",
         "coalesce(_error_class, 'DataException') AS _error_class", "_batch_failure",
-        f"{metadata} AS _meta",
+        f"{metadata} AS _meta", *key,
     )
 
 

@@ -187,8 +187,8 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     batch must take the general path, which is also what happens when a record turns
     out to need it (nothing was committed). Returns the BatchResult."""
     cfg = pipeline.config
-    if not cfg.schematization or pipeline.decode:
-        return None
+    if not cfg.schematization or pipeline.decode or cfg.changes.upsert:
+        return None  # (upsert: changes are merged by key, never appended in one pass)
     channels = {ch: (start.positions.get(ch), last) for ch, last in end.positions.items()
                 if start.positions.get(ch) != last}
     finished = set(end.finished - start.finished)

@@ -14,6 +14,7 @@ from floeline.ingest.snowpipe_sink import SnowpipeSink
 from floeline.ingest.table_preparer import TablePreparer
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import Tables
+from floeline.ingest.upsert_sink import UpsertSink
 from floeline.records.decode import needs_python_decode, transform_chain_for
 from floeline.records.header_rules import header_rules
 from floeline.records.support import check_supported
@@ -52,7 +53,11 @@ class Pipeline:
 
     def _sink(self) -> Sink:
         """snowflake.ingestion.method: rows straight into the table (Snowpipe Streaming),
-        or through staged files loaded by the table's pipe (SNOWPIPE)."""
+        or through staged files loaded by the table's pipe (SNOWPIPE); insert.mode=upsert:
+        changes merged into the table by primary key."""
+        if self.config.changes.upsert:
+            return UpsertSink(self.config, self.spark, self.warehouse, self.tables, self.bad,
+                              self.preparer, self.before_commit, self.metrics, self.declared_types)
         if self.config.ingestion_method == "SNOWPIPE":
             return SnowpipeSink(self.config, self.spark, self.warehouse, self.tables, self.bad,
                                 self.before_commit, self.source.route_of)

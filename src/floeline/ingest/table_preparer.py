@@ -4,7 +4,10 @@ the table sink and by the one-pass path's first batch of a table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from floeline.ingest.table_state import Tables, TableState
+from floeline.naming import column_name_for_key
 from floeline.records import shaping
 from floeline.records.content import column_type_for, present_sql
 from floeline.warehouse import tables
@@ -15,11 +18,14 @@ class TablePreparer:
     def __init__(self, config, spark, tables_: Tables):
         self.config, self.spark, self.tables = config, spark, tables_
 
-    def prepare(self, state: TableState, table_rows, fields, declared=None) -> TableSchema:
+    def prepare(self, state: TableState, table_rows, fields, declared=None,
+                primary_key: tuple[str, ...] = ()) -> TableSchema:
         """Create the table on its first record, or evolve it for new keys and for
         NOT NULL columns that records leave empty; returns its schema to write with. A
         new column's type is the one its key's schema declares (`declared`: key ->
-        Spark type, from the value's Avro schema), else the type of this batch's values."""
+        Spark type, from the value's Avro schema), else the type of this batch's values.
+        `primary_key` (insert.mode=upsert): the primary key's fields, whose columns a new
+        table gets NOT NULL and which it keeps (tables.read_primary_key)."""
         declared = declared or {}
         cfg = self.config
         settings = cfg.table_settings
@@ -40,7 +46,9 @@ class TablePreparer:
                 # snowflake.metadata.all=false writes no metadata: no RECORD_METADATA column.
                 columns = [metadata] if cfg.metadata.all_ else []
                 columns += _within_bound(_addable(fields, columns, new_column), state, settings.max_new_columns)
-            tables.create_table(self.spark, ref, columns, evolution=True, auto_compact=settings.auto_compact)
+                columns = _not_null(columns, [column_name_for_key(k, normalize) for k in primary_key])
+            tables.create_table(self.spark, ref, columns, evolution=True, auto_compact=settings.auto_compact,
+                                primary_key=primary_key)
             # The table is what was just created: no need to read it back.
             state.remember_schema(TableSchema(tuple(columns), True))
             return state.schema
@@ -97,6 +105,12 @@ def record_fields(table_rows, channels: dict, normalize: bool) -> dict[str, tupl
             "schema_of_variant_agg(v) AS s").first()
         merged = result["s"] if result and result["s"] else ""
     return shaping.fields_of(merged, normalize)
+
+
+def _not_null(columns: list[Column], names: list[str]) -> list[Column]:
+    """`columns` with those named in `names` (case-insensitively) NOT NULL."""
+    wanted = {name.upper() for name in names}
+    return [replace(c, nullable=False) if c.name.upper() in wanted else c for c in columns]
 
 
 def _within_bound(new: list[Column], state: TableState, bound: int) -> list[Column]:

@@ -99,7 +99,7 @@ def _unmatched_why(evolution: bool, table: str) -> str:
 def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: bool = True,
                       table: str = "", reject_unmatched: bool = True,
                       rules: values_to_columns.Rules = values_to_columns.SERVER_SIDE,
-                      evolution_refused: str | None = None):
+                      evolution_refused: str | None = None, carry: tuple[str, ...] = ()):
     """Rows in the table's column layout (as _c0, _c1, ...), with `_row_error` naming
     why a record cannot land (a key with no column, a value that does not fit its
     column by Snowflake's conversion rules: records/values_to_columns.py) when one can fail.
@@ -112,7 +112,7 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
     A column no record of the batch has a key for is left out (no `_c<i>`): Delta
     writes NULL, the column's DEFAULT or its next AUTOINCREMENT value there; a record
     without the key of a DEFAULT column gets the default (one whose key holds null
-    gets NULL)."""
+    gets NULL). `carry`: more columns of `table_rows` passed through as they are."""
     values, errors, xs, stages = [], [], [], [[], []]
     unmatched = unmatched_keys(schema, fields) if reject_unmatched else []
     if unmatched:  # checked first, as Snowflake checks a row's columns before its values
@@ -153,12 +153,12 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
             errors.append(f"CASE WHEN {ref} IS NULL THEN "
                           f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
     coords = [f"{c} AS _src_{c}" for c in _SOURCE]
-    read = ["_raw_key", "_raw_value", "v"] + [c for c in ("_meta", "_tombstone") if c in table_rows.columns]
+    read = ["_raw_key", "_raw_value", "v", *carry] + [c for c in ("_meta", "_tombstone") if c in table_rows.columns]
     shaped = table_rows.selectExpr(*coords, *read, *xs)
     for stage in stages:
         if stage:
             shaped = shaped.selectExpr("*", *stage)
-    kept = [f"_src_{c}" for c in _SOURCE] + ["_raw_key", "_raw_value", "v"] + [
+    kept = [f"_src_{c}" for c in _SOURCE] + ["_raw_key", "_raw_value", "v", *carry] + [
         x.rsplit(" AS ", 1)[1] for x in xs]
     shaped = shaped.selectExpr(*kept, *values)
     if errors:

@@ -51,6 +51,7 @@ def name_of_folder(folder: str) -> str:
 # A table's bad records go, when there is no dead-letter queue, to its error table
 # `<TABLE>_ERRORS` beside it (ingest/bad_records.py).
 ERROR_TABLE_SUFFIX = "_ERRORS"
+CHANGES_TABLE_SUFFIX = "_CHANGES"  # insert.mode=upsert with floeline.cdc.changes.table: the change log
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,10 @@ class Warehouse:
     def error_table(self, ref: TableRef) -> TableRef:
         """The error table beside `ref`."""
         return self.table(ref.database, ref.schema, ref.name + ERROR_TABLE_SUFFIX)
+
+    def changes_table(self, ref: TableRef) -> TableRef:
+        """The change log beside `ref` (floeline.cdc.changes.table)."""
+        return self.table(ref.database, ref.schema, ref.name + CHANGES_TABLE_SUFFIX)
 
     def list_tables(self) -> list[TableRef]:
         """Every Delta table in the warehouse, sorted by full name."""

@@ -3,7 +3,9 @@ channel positions (warehouse/positions.py) in the same commit's userMetadata, af
 the check that the table is still this connector's; a full disk is a StorageFull,
 any other failure a TableError. Every path that commits uses it: the one-pass path,
 the table sink, the SNOWPIPE sink, the error table and the load of staged files
-(COPY, pipes), which puts its files' load history beside the positions.
+(COPY, pipes), which puts its files' load history beside the positions; `merge` is
+its sibling for insert.mode=upsert (a MERGE by primary key, same positions, same
+failures).
 
 Idempotence: the positions are the key. Each table holds, committed atomically with
 its rows, the last position of every channel that wrote to it; a replayed batch is
@@ -17,9 +19,13 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import uuid
 from collections.abc import Callable
+from contextlib import contextmanager
 
 from floeline.errors import ServiceUnavailable, TableError, storage_full
+from floeline.records.content import quote_column
 from floeline.spark import java_cause_is
 from floeline.sources.base import Committed
 from floeline.warehouse import load_history
@@ -57,6 +63,72 @@ def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
          .option("userMetadata", metadata).save(ref.path))
     except Exception as exc:
         raise commit_failure(exc, what, ref) from exc
+
+
+def merge(source, ref: TableRef, connector: str, after: Committed,
+          check_owned: Callable[[], None] | None, keys: list[tuple[str, str]],
+          columns: list[tuple[str, str]], delete: str, what: str | None = None) -> None:
+    """MERGE `source` into the table `ref` by primary key in one Delta commit whose
+    userMetadata holds `connector`'s positions `after`, as `commit` does for appends
+    (same ownership check first, same failures). `keys` and `columns`: (table column,
+    source column) pairs, the key's and every column a source row gives (keys
+    included); `delete`: the source's boolean column marking a delete. A matched key
+    is deleted or updated, an unmatched one inserted unless it is a delete.
+
+    Delta's MERGE takes no userMetadata option: the session setting
+    spark.databricks.delta.commitInfo.userMetadata is set for the statement, under a
+    lock per session (connectors on threads may share one), and put back after."""
+    if check_owned is not None:
+        check_owned()
+    what = what or f"merging into table {ref.full_name}"
+    session = source.sparkSession
+    view = f"floeline_merge_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    try:
+        with _commit_user_metadata(session, user_metadata(connector, after)):
+            session.sql(merge_sql(ref.path, view, keys, columns, delete))
+    except Exception as exc:
+        raise commit_failure(exc, what, ref) from exc
+    finally:
+        session.catalog.dropTempView(view)
+
+
+def merge_sql(path: str, view: str, keys: list[tuple[str, str]], columns: list[tuple[str, str]],
+              delete: str) -> str:
+    """The MERGE statement of `merge`: matched and a delete -> DELETE; matched -> UPDATE
+    the non-key columns; not matched and not a delete -> INSERT."""
+    on = " AND ".join(f"t.{quote_column(c)} = s.{quote_column(s)}" for c, s in keys)
+    key_names = {c for c, _s in keys}
+    updates = ", ".join(f"t.{quote_column(c)} = s.{quote_column(s)}" for c, s in columns
+                        if c not in key_names)
+    inserted = ", ".join(quote_column(c) for c, _s in columns)
+    values = ", ".join(f"s.{quote_column(s)}" for _c, s in columns)
+    update = f"WHEN MATCHED THEN UPDATE SET {updates} " if updates else ""
+    return (f"MERGE INTO delta.{quote_column(path)} AS t USING {quote_column(view)} AS s ON {on} "
+            f"WHEN MATCHED AND s.{quote_column(delete)} THEN DELETE {update}"
+            f"WHEN NOT MATCHED AND NOT s.{quote_column(delete)} THEN INSERT ({inserted}) VALUES ({values})")
+
+
+_USER_METADATA_SETTING = "spark.databricks.delta.commitInfo.userMetadata"
+_session_locks: dict[int, threading.Lock] = {}
+_session_locks_guard = threading.Lock()
+
+
+@contextmanager
+def _commit_user_metadata(session, metadata: str):
+    """The session's commits carry `metadata` while inside (one at a time per session)."""
+    with _session_locks_guard:
+        lock = _session_locks.setdefault(session._jsparkSession.hashCode(), threading.Lock())
+    with lock:
+        before = session.conf.get(_USER_METADATA_SETTING, None)
+        session.conf.set(_USER_METADATA_SETTING, metadata)
+        try:
+            yield
+        finally:
+            if before is None:
+                session.conf.unset(_USER_METADATA_SETTING)
+            else:
+                session.conf.set(_USER_METADATA_SETTING, before)
 
 
 def commit_failure(exc: BaseException, what: str, ref: TableRef) -> Exception:

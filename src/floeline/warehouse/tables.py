@@ -39,6 +39,8 @@ from floeline.warehouse.catalog import TableRef
 
 EVOLUTION_PROPERTY = "floeline.enableSchemaEvolution"
 DECLARED_TYPES_PROPERTY = "floeline.declaredTypes"
+# insert.mode=upsert: the table's primary key columns, a JSON list (its columns are NOT NULL)
+PRIMARY_KEY_PROPERTY = "floeline.primaryKey"
 COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
 # Characters Delta accepts in a column name only with column mapping.
 _MAPPING_ONLY_CHARACTERS = frozenset(" ,;{}()\n\t=")
@@ -140,9 +142,10 @@ def _column_ddl(column: Column) -> str:
 
 
 def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = True,
-                 auto_compact: bool = False) -> None:
+                 auto_compact: bool = False, primary_key: tuple[str, ...] = ()) -> None:
     """Create the table (no-op when another writer created it first); `auto_compact`
-    turns Delta's auto compaction on for it."""
+    turns Delta's auto compaction on for it; `primary_key`: the columns a connector
+    with insert.mode=upsert merges by (kept as a table property)."""
     ddl = ", ".join(_column_ddl(c) for c in columns)
     mapping = (f"'{COLUMN_MAPPING_PROPERTY}'='name', "
                if needs_column_mapping(c.name for c in columns) else "")
@@ -151,11 +154,26 @@ def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = 
     declared = {c.name: c.declared for c in columns if c.declared}
     types = f", '{DECLARED_TYPES_PROPERTY}'={sql_string(json.dumps(declared))}" if declared else ""
     compact = f", '{AUTO_COMPACT_PROPERTY}'='true'" if auto_compact else ""
+    key = (f", '{PRIMARY_KEY_PROPERTY}'={sql_string(json.dumps(list(primary_key)))}"
+           if primary_key else "")
     with startup.span("table creation"):
         _run(spark, ref,
              f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta "
              f"TBLPROPERTIES ({mapping}{defaults}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}'"
-             f"{types}{compact})")
+             f"{types}{compact}{key})")
+
+
+def read_primary_key(spark, ref: TableRef) -> tuple[str, ...]:
+    """The primary key columns a connector created the table with (insert.mode=upsert);
+    empty for a table without one (or none yet)."""
+    snapshot = _snapshot(spark, ref)
+    if snapshot is not None:
+        properties = json.loads(snapshot.metadata().json())["metaData"].get("configuration") or {}
+    elif table_exists(spark, ref):
+        properties = table_properties(spark, ref)
+    else:
+        return ()
+    return tuple(json.loads(properties.get(PRIMARY_KEY_PROPERTY) or "[]"))
 
 
 def needs_column_mapping(names) -> bool:
