@@ -36,6 +36,7 @@ from floeline.records.columns import stores_json
 from floeline.records.changes import (
     CHANGE_STAGE, ChangePlan, change_events, change_rows, key_fields_of, latest_per_key)
 from floeline.records.content import parse_object_schema, sql_string
+from floeline.records.decode import AFTER_IMAGE_PREFIX
 from floeline.warehouse import tables
 from floeline.warehouse.commits import merge
 from floeline.warehouse.pipes import pipe_for_table
@@ -49,7 +50,7 @@ class UpsertSink:
 
     def __init__(self, config, spark, warehouse, tables_: Tables, bad: BadRecords,
                  preparer: TablePreparer, before_commit: Callable[[], None], metrics,
-                 declared_types: Callable[[set], dict[str, str]]):
+                 declared_types: Callable[[set, set], dict[str, str]]):
         self.config, self.spark, self.warehouse, self.tables = config, spark, warehouse, tables_
         self.bad, self.preparer, self.before_commit, self.metrics = bad, preparer, before_commit, metrics
         # floeline.cdc.changes.table: the change log is appended by a table sink of its own
@@ -163,7 +164,8 @@ class UpsertSink:
         fields = _with_key_fields(shaping.fields_of(_merged(counts["images"], counts["old_keys"]), normalize),
                                   plan.key_fields, normalize)
         state.refuse_evolution(None)
-        schema = self.preparer.prepare(state, rows.where("NOT _delete"), fields, {}, primary_key=plan.key_fields)
+        schema = self.preparer.prepare(state, rows.where("NOT _delete"), fields, self._declared(batch),
+                                       primary_key=plan.key_fields)
         batch.phase("table")
         reject = schema.evolution or cfg.validation == "client_side"
         shaped = shaping.default_pipe_rows(schema, rows, fields, True, display_name(ref),
@@ -182,6 +184,17 @@ class UpsertSink:
                 f"{sql_string('the primary key of a delete does not fit the type of the key columns')} END "
                 f"ELSE _row_error END"))
         return shaped, keys, columns
+
+    def _declared(self, batch: TableBatch) -> dict[str, str]:
+        """The column types the changes' schemas declare (JsonConverter's envelope, Avro):
+        an envelope's after-image fields (decode's `after.<field>` entries) over a
+        flattened record's top-level fields."""
+        channels = batch.channels.values()
+        declared = self.declared_types(set().union(*(c.schema_ids for c in channels)),
+                                       set().union(*(c.declared_types for c in channels)))
+        image = {name[len(AFTER_IMAGE_PREFIX):]: kind for name, kind in declared.items()
+                 if name.startswith(AFTER_IMAGE_PREFIX)}
+        return {**{n: k for n, k in declared.items() if not n.startswith(AFTER_IMAGE_PREFIX)}, **image}
 
     def _divert_row_errors(self, batch: TableBatch, shaped, lands: Landing):
         """The shaped rows without those that cannot be written (sent on by the

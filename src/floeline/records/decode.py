@@ -74,6 +74,8 @@ DECODE_COLUMNS = (
     ("_decode_stage", "string"), ("_error_class", "string"), ("_error_trace", "string"),
     ("_batch_failure", "string"), ("_declared_types", "string"),
 )
+# How a change event's after-image fields are named in _declared_types (declared_columns)
+AFTER_IMAGE_PREFIX = "after."
 _TRACE_FRAMES = 4
 _TRACE_CHARS = 2000
 
@@ -212,12 +214,22 @@ class RecordDecoder:
         key = id(record.field_types)
         cached = self._declared_cache.get(key)
         if cached is None or cached[0] is not record.field_types:
-            text = json.dumps({name: kind for name, (kind, _) in record.field_types.items()},
-                              separators=(",", ":"))
+            text = json.dumps(declared_columns(record.field_types), separators=(",", ":"))
             if len(self._declared_cache) > 256:
                 self._declared_cache.clear()
             cached = self._declared_cache[key] = (record.field_types, text)
         return cached[1]
+
+
+def declared_columns(field_types: dict) -> dict[str, str]:
+    """Top-level field -> column type; for a change event (Debezium's envelope: `op` and
+    an `after` record) also its after image's fields as `after.<field>`, the columns an
+    upsert (insert.mode=upsert) writes."""
+    declared = {name: kind for name, (kind, _) in field_types.items()}
+    after = field_types.get("after")
+    if "op" in field_types and after is not None and isinstance(after[1], dict):
+        declared.update({f"{AFTER_IMAGE_PREFIX}{name}": kind for name, (kind, _) in after[1].items()})
+    return declared
 
 
 def decode_batches(batches: Iterator[Any], spec: DecodeSpec, columns: list[str],
