@@ -53,6 +53,7 @@ class UpsertSink:
                  declared_types: Callable[[set, set], dict[str, str]]):
         self.config, self.spark, self.warehouse, self.tables = config, spark, warehouse, tables_
         self.bad, self.preparer, self.before_commit, self.metrics = bad, preparer, before_commit, metrics
+        self.declared_types = declared_types
         # floeline.cdc.changes.table: the change log is appended by a table sink of its own
         self.change_log = (TableSink(config, spark, warehouse, tables_, bad, preparer, before_commit,
                                      metrics, declared_types)
