@@ -269,11 +269,14 @@ def test_rewrite_and_added_fields_are_declared_too():
 
 
 def test_the_envelope_itself_declares_its_structs_without_the_smt():
+    """The envelope's own fields, and its after image's as `after.<field>` (the columns
+    an upsert writes, decode.declared_columns)."""
     config = settings()
     del config["transforms"], config["transforms.unwrap.type"]
     assert run(SCHEMAS, config)[0]["declared"] == {
         "before": "variant", "after": "variant", "source": "variant", "transaction": "variant",
-        "op": "string", "ts_ms": "decimal(38,0)", "ts_us": "decimal(38,0)", "ts_ns": "decimal(38,0)"}
+        "op": "string", "ts_ms": "decimal(38,0)", "ts_us": "decimal(38,0)", "ts_ns": "decimal(38,0)",
+        **{f"after.{name}": kind for name, kind in CUSTOMER_COLUMNS.items()}}
 
 
 def test_a_transform_that_reshapes_the_row_drops_the_declarations_one_that_routes_keeps_them():
