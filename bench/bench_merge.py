@@ -29,17 +29,15 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from bench_cold import _cpu_and_rss, _tree  # noqa: E402
 from bench_ingest import produce_records  # noqa: E402
+from bench_scale import run_child  # noqa: E402
 
 from floeline.dev import kafka as devkafka  # noqa: E402
 
@@ -174,22 +172,7 @@ def _value(v):
 def run_case(case: str, round_no: int, common: list[str], log_path: str) -> dict:
     """Run one case's child process; its result with the tree's peak RSS (bytes)."""
     command = [sys.executable, os.path.abspath(__file__), "--child", case, "--round", str(round_no)] + common
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
-        lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
-        reader.start()
-        peak = 0
-        while proc.poll() is None:
-            peak = max(peak, _cpu_and_rss(_tree(proc.pid))[1])
-            time.sleep(0.2)
-        reader.join(10)
-    results = [json.loads(line[len(RESULT_MARK):]) for line in lines if line.startswith(RESULT_MARK)]
-    if proc.returncode != 0 or not results:
-        with open(log_path) as f:
-            tail = f.read()[-4000:]
-        raise SystemExit(f"case {case} failed ({proc.returncode}); its log {log_path}:\n{tail}")
-    return dict(results[0], rss=peak)
+    return run_child(command, log_path, RESULT_MARK, f"case {case}")
 
 
 def main() -> int:

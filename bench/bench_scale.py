@@ -114,6 +114,12 @@ def run_case(case: str, round_no: int, topics: list[str], common: list[str], log
     """Run one case's child process; its result with the tree's peak RSS (bytes)."""
     command = [sys.executable, os.path.abspath(__file__), "--child", case, "--round", str(round_no),
                "--topics", ",".join(topics), "--launched", str(time.time())] + common
+    return run_child(command, log_path, RESULT_MARK, f"case {case}")
+
+
+def run_child(command: list[str], log_path: str, mark: str, label: str) -> dict:
+    """Run a benchmark's measured child process (stderr to `log_path`); the JSON after
+    `mark` on its stdout, with the process tree's peak RSS (bytes) as `rss`."""
     with open(log_path, "w") as log:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
         lines: list[str] = []
@@ -124,11 +130,11 @@ def run_case(case: str, round_no: int, topics: list[str], common: list[str], log
             peak = max(peak, _cpu_and_rss(_tree(proc.pid))[1])
             time.sleep(0.2)
         reader.join(10)
-    results = [json.loads(line[len(RESULT_MARK):]) for line in lines if line.startswith(RESULT_MARK)]
+    results = [json.loads(line[len(mark):]) for line in lines if line.startswith(mark)]
     if proc.returncode != 0 or not results:
         with open(log_path) as f:
             tail = f.read()[-4000:]
-        raise SystemExit(f"case {case} failed ({proc.returncode}); its log {log_path}:\n{tail}")
+        raise SystemExit(f"{label} failed ({proc.returncode}); its log {log_path}:\n{tail}")
     return dict(results[0], rss=peak)
 
 
