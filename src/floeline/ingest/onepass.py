@@ -88,29 +88,23 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
         by_column.setdefault(column_match_key(name), []).append(key)
     if not schema.columns or any(schema.find(n) is None for n in by_column):
         return None  # a key without a column: the general path adds, rejects or ignores it
-    fields, values, not_null, strings = [], [], [], []
+    fields, values, not_null = [], [], []
     for column in schema.columns:
         keys = by_column.get(column_match_key(column.name), [])
         if column.name.upper() == METADATA_COLUMN and not keys:
             values.append("CAST(_meta AS variant)" if column.type == "variant"
                           else f"CAST(to_json(_meta) AS {column.type})")
-        elif len(keys) > 1 or (column.declared and not _json_variant(column)) or (
-                not column.type.startswith(_FAST_TYPES)) or (
-                not keys and not column.nullable) or column.default is not None:
+        elif len(keys) > 1 or (not keys and not column.nullable) or column.default is not None:
             return None  # (a DEFAULT column: the general path fills records without its key)
         elif not keys:
             values.append(None)  # left out of the write: Delta's NULL or AUTOINCREMENT value
-        elif _json_variant(column):  # VARIANT stored as JSON text: the value's JSON
-            fields.append(f"{quote_column(keys[0])} variant")
-            values.append(f"to_json({_not_json_null(f'j.{quote_column(keys[0])}')})")
         else:
-            fields.append(f"{quote_column(keys[0])} {column.type}")
-            value = f"j.{quote_column(keys[0])}"
-            values.append(_not_json_null(value) if column.type == "variant" else value)
-            if not column.nullable:
-                not_null.append(f"{values[-1]} IS NULL")
-            if column.type == "variant" and rules.variant_strings_as_json:
-                strings.append(f"coalesce(schema_of_variant({values[-1]}) = 'STRING', false)")
+            read = column_read(column, f"j.{quote_column(keys[0])}", rules)
+            if read is None:
+                return None
+            fields.append(f"{quote_column(keys[0])} {read.json_type}")
+            values.append(read.value)
+            not_null.extend(read.unusual)
     fields.append(f"{CORRUPT_FIELD} STRING")
     unusual = " OR ".join([
         "value IS NULL",
@@ -118,7 +112,7 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
         # Valid UTF-8 and an object whose top-level keys are all known (jvm.py):
         # from_json would silently skip an unknown key and replace invalid bytes.
         f"NOT {known_keys_function(known_keys)}(value)",
-    ] + not_null + strings + ([headers_check] if headers_check else []))
+    ] + not_null + ([headers_check] if headers_check else []))
     # The check sits inside the first written column: Spark prunes an unused column,
     # assert_true included, so a separate check column would never run.
     written = [(v, c) for v, c in zip(values, schema.columns) if v is not None]
@@ -130,6 +124,28 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
     columns = [f"{v} AS {quote_column(c.name)}" for v, c in written]
     return TypedPlan(", ".join(fields), columns, unusual, known_keys,
                      frozenset(c.name for _v, c in written))
+
+
+@dataclass(frozen=True)
+class ColumnRead:
+    """How one pass reads a JSON field into a table column."""
+    json_type: str  # the field's type in the from_json schema
+    value: str  # SQL: the column's value from the parsed field
+    unusual: tuple[str, ...]  # SQL: TRUE when the record needs the general path
+
+
+def column_read(column, field: str, rules: Rules = SERVER_SIDE) -> ColumnRead | None:
+    """How one pass reads the from_json field `field` into `column`; None when the
+    column's type (or its declared type) needs the general path's conversion."""
+    if (column.declared and not _json_variant(column)) or not column.type.startswith(_FAST_TYPES):
+        return None
+    if _json_variant(column):  # VARIANT stored as JSON text: the value's JSON
+        return ColumnRead("variant", f"to_json({_not_json_null(field)})", ())
+    value = _not_json_null(field) if column.type == "variant" else field
+    unusual = [] if column.nullable else [f"{value} IS NULL"]
+    if column.type == "variant" and rules.variant_strings_as_json:
+        unusual.append(f"coalesce(schema_of_variant({value}) = 'STRING', false)")
+    return ColumnRead(column.type, value, tuple(unusual))
 
 
 def _not_json_null(variant: str) -> str:
@@ -144,10 +160,11 @@ def _json_variant(column) -> bool:
     return stores_json(column) and column.declared.upper() == "VARIANT"
 
 
-def from_json_sql(json_schema: str) -> str:
-    """from_json over the Kafka value, as strict as parse_json is: NaN/Infinity,
-    single-quoted strings and other non-standard JSON make the record unusual."""
-    return (f"from_json(CAST(value AS STRING), {sql_string(json_schema)}, map("
+def from_json_sql(json_schema: str, column: str = "value") -> str:
+    """from_json over the record's value (or `column`: its key), as strict as parse_json
+    is: NaN/Infinity, single-quoted strings and other non-standard JSON make the record
+    unusual."""
+    return (f"from_json(CAST({column} AS STRING), {sql_string(json_schema)}, map("
             f"'mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', {sql_string(CORRUPT_FIELD)}, "
             f"'allowNonNumericNumbers', 'false', 'allowSingleQuotes', 'false'))")
 
@@ -188,20 +205,12 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     out to need it (nothing was committed). Returns the BatchResult."""
     cfg = pipeline.config
     if not cfg.schematization or pipeline.decode or cfg.changes.upsert:
-        return None  # (upsert: changes are merged by key, never appended in one pass)
-    channels = {ch: (start.positions.get(ch), last) for ch, last in end.positions.items()
-                if start.positions.get(ch) != last}
-    finished = set(end.finished - start.finished)
-    routes = {pipeline.source.route_of(ch) for ch in set(channels) | finished}
-    refs = {ref.full_name: ref for ref in (pipeline.table_ref(r) for r in routes)}
-    if len(refs) != 1 or not channels:
+        return None  # (upsert: onepass_merge.py)
+    one_table = one_table_batch(pipeline, start, end)
+    if one_table is None:
         return None
-    state = pipeline.tables.state(next(iter(refs.values())))
-    if any(_replayed(state, ch, before) for ch, (before, _last) in channels.items()):
-        return None  # a replay: the general path drops what the table holds
+    state, channels, finished = one_table
     ref = state.ref
-    if pipe_for_table(pipeline.warehouse, ref.database, ref.schema, ref.name):
-        return None  # a user-defined pipe computes the columns (general path)
     if not state.known_keys and state.first_one_pass_sample():  # once per table
         if not _learn_from_sample(pipeline.preparer, cfg.column_normalization, state, df):
             return None
@@ -247,6 +256,26 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     report.phases["one pass"] = time.time() - started
     report.phases["one pass stats"] = time.time() - started - report.phases["one pass write"]
     return BatchResult(report, positions, [(stats["ts_mid"], stats["records"])], stats["ts_min"])
+
+
+def one_table_batch(pipeline, start: BatchEnd, end: BatchEnd):
+    """(table state, channel -> (position before, last position), finished channels)
+    when the batch holds new records for one table only, repeats nothing the table
+    holds and the table has no user-defined pipe (what one pass needs); else None."""
+    channels = {ch: (start.positions.get(ch), last) for ch, last in end.positions.items()
+                if start.positions.get(ch) != last}
+    finished = set(end.finished - start.finished)
+    routes = {pipeline.source.route_of(ch) for ch in set(channels) | finished}
+    refs = {ref.full_name: ref for ref in (pipeline.table_ref(r) for r in routes)}
+    if len(refs) != 1 or not channels:
+        return None
+    state = pipeline.tables.state(next(iter(refs.values())))
+    if any(_replayed(state, ch, before) for ch, (before, _last) in channels.items()):
+        return None  # a replay: the general path drops what the table holds
+    ref = state.ref
+    if pipe_for_table(pipeline.warehouse, ref.database, ref.schema, ref.name):
+        return None  # a user-defined pipe computes the columns (general path)
+    return state, channels, finished
 
 
 def _replayed(state, channel: str, before: str | None) -> bool:

@@ -101,10 +101,13 @@ class TableState:
         self.committed_through(after)
         self.one_pass_ready = True
 
-    def general_batch_committed(self, after: Committed, keys, clean: bool) -> None:
+    def general_batch_committed(self, after: Committed, keys, clean: bool, only_these: bool = False) -> None:
         """A general-path commit with rows: the next batch may take one pass if this
-        one held nothing unusual (`clean`)."""
+        one held nothing unusual (`clean`). `only_these`: `keys` replace the known keys
+        (change events' after images, whose fields one pass expects exactly)."""
         self.committed_through(after)
+        if only_these:
+            self.known_keys = frozenset()
         self.learn_keys(keys)
         self.one_pass_ready = clean
 

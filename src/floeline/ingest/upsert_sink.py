@@ -63,6 +63,11 @@ class UpsertSink:
     def start(self) -> None:
         """Nothing to do when the connector starts (the tables hold their positions)."""
 
+    def key_fields_of(self, ref) -> tuple[str, ...]:
+        """The primary key fields of table `ref` as this run's batches found them
+        (empty before its first batch): what the one-pass MERGE keys by."""
+        return self.config.changes.primary_key_fields or self._key_fields.get(ref.full_name, ())
+
     def check(self, batch: TableBatch) -> None:
         """Raise the first row error of the table's rows (errors.tolerance=none)."""
         lands = landing(batch, "DEFAULT", self.bad)
@@ -104,19 +109,48 @@ class UpsertSink:
         latest = latest_per_key(shaped, [s for _c, s in keys], len(batch.channels) > 1)
         self._merge(batch, latest.select(*(s for _c, s in columns), "_delete"), keys, columns, lands)
         batch.phase("merge")
-        state.committed_through(lands.after)
+        # The next batch may take one pass (onepass_merge.py) when this one held only
+        # Debezium envelopes and nothing went wrong: their after images' fields are known.
+        clean = not counts["errors"] and not rejected and not counts["not_envelopes"]
+        state.general_batch_committed(lands.after, _field_names(counts["images"]) if clean else (), clean,
+                                      only_these=True)
         name = state.ref.name
         report.rows_written[name] = report.rows_written.get(name, 0) + applied
         return applied
 
     # ---- the steps -----------------------------------------------------------------
 
+    def learn_from_sample(self, state, rows) -> bool:
+        """Before a table's first batch in this run: create or evolve the table from the
+        change events among the batch's first records (`rows`, decoded as the general
+        path decodes them) and learn their key and after images' fields, so the whole
+        batch can try one pass (onepass_merge.py). False when the sample is not all
+        plain change events that name a key (the general path handles those)."""
+        events, counts = self._changes(state.ref, rows)
+        plan: ChangePlan = counts["plan"]
+        if counts["errors"] or counts["not_envelopes"] or not counts["upserts"] or not plan.key_fields:
+            return False
+        normalize = self.config.column_normalization
+        fields = _with_key_fields(shaping.fields_of(_merged(counts["images"], counts["old_keys"]), normalize),
+                                  plan.key_fields, normalize)
+        state.refuse_evolution(None)
+        self.preparer.prepare(state, change_rows(events).where("NOT _delete"), fields,
+                              primary_key=plan.key_fields)
+        state.learn_keys(_field_names(counts["images"]))
+        return True
+
     def _events(self, batch: TableBatch, lands: Landing):
-        """The change events of the landed rows, and in one job: how many are errors,
-        how many deletes are skipped, the merged schemas of the rows to write and
-        whether any is an upsert."""
-        plan = self._plan(batch, lands.rows)
-        events = change_events(lands.rows, plan)
+        """The change events of the landed rows and their counts (_changes)."""
+        events, counts = self._changes(batch.state.ref, lands.rows)
+        batch.phase("changes")
+        return events, counts
+
+    def _changes(self, ref, rows):
+        """The change events of `rows`, and in one job: how many are errors, how many
+        deletes are skipped, the merged schemas of the rows to write, whether any is an
+        upsert and how many values are not Debezium envelopes."""
+        plan = self._plan(ref, rows)
+        events = change_events(rows, plan)
         applied = "_change_error IS NULL AND NOT _skipped"
         row = events.agg(
             F.count("_change_error").alias("errors"),
@@ -124,16 +158,17 @@ class UpsertSink:
             F.count(F.when(F.expr(f"{applied} AND NOT _delete"), 1)).alias("upserts"),
             F.expr(f"schema_of_variant_agg(CASE WHEN {applied} THEN _image END)").alias("images"),
             F.expr(f"schema_of_variant_agg(CASE WHEN {applied} THEN _old_key END)").alias("old_keys"),
+            F.count(F.when(F.expr("v IS NOT NULL AND try_variant_get(v, '$.op', 'string') IS NULL"), 1))
+            .alias("not_envelopes"),
         ).first()
         counts = row.asDict()
         counts["plan"] = plan
-        batch.phase("changes")
         return events, counts
 
-    def _plan(self, batch: TableBatch, rows) -> ChangePlan:
+    def _plan(self, ref, rows) -> ChangePlan:
         """Where the table's primary key comes from: primary.key.fields, else (record_key)
-        the fields of the record key as the table keeps them or this batch's keys hold."""
-        settings, ref = self.config.changes, batch.state.ref
+        the fields of the record key as the table keeps them or these rows' keys hold."""
+        settings = self.config.changes
         fields = settings.primary_key_fields
         if not fields:
             fields = self._key_fields.get(ref.full_name) or tables.read_primary_key(self.spark, ref)
@@ -241,6 +276,11 @@ def _merged(images: str | None, old_keys: str | None) -> str:
     for key, vtype in parse_object_schema(old_keys):
         fields[key] = vtype if fields.get(key, vtype) == vtype else "VARIANT"
     return "OBJECT<" + ", ".join(f"`{k.replace('`', '``')}`: {t}" for k, t in fields.items()) + ">"
+
+
+def _field_names(images: str | None) -> tuple[str, ...]:
+    """The fields of the images' merged schema (schema_of_variant_agg)."""
+    return tuple(name for name, _type in parse_object_schema(images or ""))
 
 
 def _with_key_fields(fields: dict, key_fields: tuple[str, ...], normalize: bool) -> dict:

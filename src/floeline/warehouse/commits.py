@@ -67,7 +67,8 @@ def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
 
 def merge(source, ref: TableRef, connector: str, after: Committed,
           check_owned: Callable[[], None] | None, keys: list[tuple[str, str]],
-          columns: list[tuple[str, str]], delete: str, what: str | None = None) -> None:
+          columns: list[tuple[str, str]], delete: str, what: str | None = None,
+          materialized: bool = False) -> None:
     """MERGE `source` into the table `ref` by primary key in one Delta commit whose
     userMetadata holds `connector`'s positions `after`, as `commit` does for appends
     (same ownership check first, same failures). `keys` and `columns`: (table column,
@@ -77,7 +78,9 @@ def merge(source, ref: TableRef, connector: str, after: Committed,
 
     Delta's MERGE takes no userMetadata option: the session setting
     spark.databricks.delta.commitInfo.userMetadata is set for the statement, under a
-    lock per session (connectors on threads may share one), and put back after."""
+    lock per session (connectors on threads may share one), and put back after.
+    `materialized`: `source` is already computed and held (a local checkpoint), so
+    Delta's own copy of it (merge.materializeSource) is skipped."""
     if check_owned is not None:
         check_owned()
     what = what or f"merging into table {ref.full_name}"
@@ -85,7 +88,10 @@ def merge(source, ref: TableRef, connector: str, after: Committed,
     view = f"floeline_merge_{uuid.uuid4().hex}"
     source.createOrReplaceTempView(view)
     try:
-        with _commit_user_metadata(session, user_metadata(connector, after)):
+        settings = {_USER_METADATA_SETTING: user_metadata(connector, after)}
+        if materialized:
+            settings[_MATERIALIZE_SOURCE_SETTING] = "none"
+        with _session_settings(session, settings):
             session.sql(merge_sql(ref.path, view, keys, columns, delete))
     except Exception as exc:
         raise commit_failure(exc, what, ref) from exc
@@ -110,25 +116,29 @@ def merge_sql(path: str, view: str, keys: list[tuple[str, str]], columns: list[t
 
 
 _USER_METADATA_SETTING = "spark.databricks.delta.commitInfo.userMetadata"
+_MATERIALIZE_SOURCE_SETTING = "spark.databricks.delta.merge.materializeSource"
 _session_locks: dict[int, threading.Lock] = {}
 _session_locks_guard = threading.Lock()
 
 
 @contextmanager
-def _commit_user_metadata(session, metadata: str):
-    """The session's commits carry `metadata` while inside (one at a time per session)."""
+def _session_settings(session, settings: dict[str, str]):
+    """The session's statements run with `settings` while inside (one at a time per
+    session: the commit's userMetadata is among them)."""
     with _session_locks_guard:
         lock = _session_locks.setdefault(session._jsparkSession.hashCode(), threading.Lock())
     with lock:
-        before = session.conf.get(_USER_METADATA_SETTING, None)
-        session.conf.set(_USER_METADATA_SETTING, metadata)
+        before = {key: session.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            session.conf.set(key, value)
         try:
             yield
         finally:
-            if before is None:
-                session.conf.unset(_USER_METADATA_SETTING)
-            else:
-                session.conf.set(_USER_METADATA_SETTING, before)
+            for key, value in before.items():
+                if value is None:
+                    session.conf.unset(key)
+                else:
+                    session.conf.set(key, value)
 
 
 def commit_failure(exc: BaseException, what: str, ref: TableRef) -> Exception:
