@@ -54,9 +54,15 @@ log = logging.getLogger("floeline")
 ENVELOPE_FIELDS = frozenset({"before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns", "transaction"})
 
 
+# The after image's and the record key's top-level fields (NULL: not an object).
+AFTER_KEYS_SQL = "json_object_keys(get_json_object(CAST(value AS STRING), '$.after'))"
+KEY_KEYS_SQL = "json_object_keys(CAST(key AS STRING))"
+
+
 @dataclass(frozen=True)
 class MergePlan:
-    """How to read a batch of change events in one pass."""
+    """How to read a batch of change events in one pass. The check reads two more
+    columns: `_after_keys` and `_key_keys` (AFTER_KEYS_SQL, KEY_KEYS_SQL)."""
     value_schema: str  # from_json DDL of the envelope (after typed as the table's columns)
     key_schema: str  # from_json DDL of the record key (its fields typed as the key columns)
     columns: list[tuple[str, str, str]]  # (table column, source column, SQL over j, k, _meta)
@@ -109,8 +115,7 @@ def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: f
     if len(keys) != len(key_fields):
         return None
     after_names = ", ".join(sql_string(f) for f in sorted(image_fields))
-    after_keys = "json_object_keys(get_json_object(CAST(value AS STRING), '$.after'))"
-    record_keys = "json_object_keys(CAST(key AS STRING))"
+    after_keys, record_keys = "_after_keys", "_key_keys"  # (columns: each computed once)
     key_names = ", ".join(sql_string(f) for f in sorted(key_fields))
     ops = ", ".join(f"'{op}'" for op in UPSERT_OPS)
     tombstone = f"{_bool(not delete_enabled)}"
@@ -180,6 +185,8 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         f"{pipeline.source.metadata_sql(cfg.metadata, push_time)} AS _meta",
     ).selectExpr("*", f"CASE WHEN _tombstone THEN '{DELETE_OP}' ELSE j.op END AS _op",
                  "CASE WHEN _tombstone THEN NULL ELSE coalesce(j.ts_ms, j.source.ts_ms) END AS _ts_ms",
+                 f"CASE WHEN NOT _tombstone THEN {AFTER_KEYS_SQL} END AS _after_keys",
+                 f"{KEY_KEYS_SQL} AS _key_keys",
                  ).selectExpr("*", f"_op <=> '{DELETE_OP}' AS _delete")
     skipped = f"_delete AND NOT {_bool(changes.delete_enabled)}"
     changes_read = changes_read.observe(
@@ -189,16 +196,22 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         F.percentile_approx(F.unix_millis("_src_timestamp"), 0.5).alias("ts_mid"))
     # The check sits inside the first key column: the window partitions by it, so it is
     # computed for every record the batch holds (a separate column would be pruned).
+    # RECORD_METADATA is made once the last change per key is known (its op and ts_ms
+    # added to it cost a map per row: half the rows are gone by then).
     (first_key, first_source), *_ = plan.keys
-    selected = []
+    selected, final = [], []
     for name, source, value in plan.columns:
+        if name.upper() == METADATA_COLUMN:
+            final.append(f"{value} AS {source}")
+            continue
         if source == first_source:
             value = f"CASE WHEN {plan.unusual} THEN raise_error({sql_string(FAILURE_MARK)}) ELSE {value} END"
         selected.append(f"{value} AS {source}")
+        final.append(source)
     rows = changes_read.where(f"NOT ({skipped})").selectExpr(
-        "_src_channel", "_src_position", "_src_timestamp", "_ts_ms", "_delete", *selected)
-    latest = latest_per_key(rows, [s for _c, s in plan.keys], len(channels) > 1).select(
-        *(s for _c, s, _v in plan.columns), "_delete")
+        "_src_channel", "_src_position", "_src_timestamp", "_ts_ms", "_delete", "_op", "_meta", *selected)
+    latest = latest_per_key(rows, [s for _c, s in plan.keys], len(channels) > 1).selectExpr(
+        *final, "_delete")
     positions = {ch: last for ch, (_before, last) in channels.items()}
     after = state.after(positions, finished)
     try:
