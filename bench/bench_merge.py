@@ -132,6 +132,8 @@ def child(args) -> int:
     ref = connector.pipeline.table_ref(args.topic)
     phases: dict[str, float] = {}
     for report in connector.reports:
+        print(f"batch {report.batch_id} phases: "
+              + ", ".join(f"{name} {seconds:.2f}" for name, seconds in report.phases.items()), flush=True)
         for name, seconds in report.phases.items():
             phases[name] = round(phases.get(name, 0.0) + seconds, 2)
     result = {"case": args.case, "seconds": elapsed, "batches": len(connector.reports),

@@ -272,6 +272,24 @@ def test_bad_changes_are_row_errors_with_their_positions(memory_log, make_config
     assert set(rows) == {1, 4} and rows[4]["RATING"] == 3.0  # the change after it applied
 
 
+def test_bad_changes_after_one_pass_batches_fall_back_to_row_errors(memory_log, make_config, run_memory,
+                                                                     read_table):
+    """A batch of bad changes that follows a one-pass batch fails its one pass before
+    anything is committed and goes the general path's way: row errors with their
+    positions, nothing lost."""
+    bad = bad_changes()
+    records = [bad[0], bad[6], *bad[1:6]]  # two good changes (ids 1 and 4), then positions 2-6 bad
+    memory_log.append("pg_plain.public.customers/0", "pg_plain.public.customers",
+                      [r["value"] for r in records], keys=[r["key"] for r in records])
+    connector = run_memory(upsert_config(make_config, errors__tolerance="all", buffer__count__records=2))
+    assert "one pass merge" in connector.reports[0].phases
+    assert not any("one pass merge" in r.phases for r in connector.reports[1:])
+    assert {int(r["ID"]) for r in read_table("CUSTOMERS").collect()} == {1, 4}
+    errors = {r["RECORD_POSITION"]: r["ERROR"] for r in read_table("CUSTOMERS_ERRORS").collect()}
+    assert sorted(errors) == ["2", "3", "4", "5", "6"]
+    assert "has no record key" in errors["2"] and "without op" in errors["3"]
+
+
 def test_errors_tolerance_none_stops_at_the_first_bad_change(memory_log, make_config, run_memory,
                                                              read_table):
     memory_log.append("pg_plain.public.customers/0", "pg_plain.public.customers",

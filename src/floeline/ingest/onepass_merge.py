@@ -34,15 +34,16 @@ from pyspark.sql import functions as F
 
 from floeline import jvm
 from floeline.errors import ServiceUnavailable, TableError
-from floeline.ingest.general import records
 from floeline.ingest.onepass import (
     CORRUPT_FIELD, FAILURE_MARK, ONE_PASS_SAMPLE, column_read, from_json_sql, one_table_batch)
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
 from floeline.naming import column_match_key, column_name_for_key
-from floeline.records.changes import DELETE_OP, UPSERT_OPS, latest_per_key, metadata_with_change_sql
+from floeline.records import shaping
+from floeline.records.changes import (
+    DELETE_OP, UPSERT_OPS, key_fields_of, latest_per_key, metadata_with_change_sql)
 from floeline.records.columns import METADATA_COLUMN, TableSchema
-from floeline.records.content import quote_column, sql_string
+from floeline.records.content import parse_object_schema, quote_column, sql_string
 from floeline.records.values_to_columns import SERVER_SIDE, Rules, rules_for
 from floeline.sources.base import BatchEnd
 from floeline.warehouse.commits import first_lines, merge
@@ -125,11 +126,11 @@ def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: f
         f"j.op IS NULL OR j.op NOT IN ({ops}, '{DELETE_OP}')",
         # an upsert's after image has exactly the fields the table's images have had
         f"(j.op != '{DELETE_OP}' AND NOT coalesce(size({after_keys}) = {len(image_fields)} "
-        f"AND forall({after_keys}, x -> x IN ({after_names})), false))",
+        f"AND size(array_except({after_keys}, array({after_names}))) = 0, false))",
         f"(j.op = '{DELETE_OP}' AND j.before IS NULL)",  # not an envelope: a row with an op field
     ])
     record_key = (f"key IS NULL OR k.{CORRUPT_FIELD} IS NOT NULL OR NOT coalesce(size({record_keys}) = "
-                  f"{len(key_fields)} AND forall({record_keys}, x -> x IN ({key_names})), false)")
+                  f"{len(key_fields)} AND size(array_except({record_keys}, array({key_names}))) = 0, false)")
     checks = [f"CASE WHEN _tombstone THEN {tombstone} ELSE {envelope} END", record_key, *unusual]
     if headers_check:
         checks.append(headers_check)
@@ -159,8 +160,10 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
     if one_table is None:
         return None
     state, channels, finished = one_table
-    if not state.one_pass_ready and not _learned_from_sample(pipeline, state, df, started):
+    sampled = not state.one_pass_ready
+    if sampled and not _learned_from_sample(pipeline, state, df):
         return None  # the general path first; a clean batch there shows the key and the images
+    sample_s = time.time() - started if sampled else 0.0
     schema = pipeline.tables.schema(state)
     key_fields = pipeline.sink.key_fields_of(state.ref)
     plan = (merge_plan(schema, key_fields, state.known_keys, changes.delete_enabled,
@@ -196,6 +199,7 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         F.percentile_approx(F.unix_millis("_src_timestamp"), 0.5).alias("ts_mid"))
     # The check sits inside the first key column: the window partitions by it, so it is
     # computed for every record the batch holds (a separate column would be pruned).
+    # (array_except rather than forall: Spark runs lambdas interpreted, row by row.)
     # RECORD_METADATA is made once the last change per key is known (its op and ts_ms
     # added to it cost a map per row: half the rows are gone by then).
     (first_key, first_source), *_ = plan.keys
@@ -220,7 +224,9 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         log.info("batch %s takes the general path: %s", batch_id, first_lines(str(exc), 2))
         state.one_pass_failed()
         return None
-    report.phases["one pass merge read"] = time.time() - started
+    if sampled:
+        report.phases["one pass merge sample"] = sample_s
+    report.phases["one pass merge read"] = time.time() - started - sample_s
     try:
         merge(source, state.ref, cfg.name, after, pipeline.before_commit,
               keys=plan.keys, columns=[(c, s) for c, s, _v in plan.columns], delete="_delete",
@@ -236,21 +242,42 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
     report.records_read = stats["records"]
     report.skipped = stats["skipped"]
     report.rows_written[state.ref.name] = stats["records"] - stats["skipped"]
-    report.phases["one pass merge"] = time.time() - started - report.phases["one pass merge read"]
+    report.phases["one pass merge"] = time.time() - started - sample_s - report.phases["one pass merge read"]
     return BatchResult(report, positions, [(stats["ts_mid"], stats["records"])], stats["ts_min"])
 
 
-def _learned_from_sample(pipeline, state, df, started: float) -> bool:
-    """Once per table and run, before its first batch: the upsert sink creates or
-    evolves the table from the change events among the batch's first records and learns
-    their key and after images (so a connector's first batch, and the first after a
-    restart, can take one pass too). True when it did."""
+def _learned_from_sample(pipeline, state, df) -> bool:
+    """Once per table and run, before its first batch: create or evolve the table from
+    the change events among the batch's first records and learn their key and after
+    images' fields, so a connector's first batch (and the first after a restart) can
+    take one pass too. One small job: whatever the sample does not show exactly (a bad
+    record, a flattened row) fails the one pass, and the general path takes the batch.
+    True when the table is ready."""
     if state.known_keys or not state.first_one_pass_sample():
         return False
-    sample = records(pipeline, df.limit(ONE_PASS_SAMPLE), started, []).where(
-        "_error IS NULL AND NOT _skip").persist()
+    cfg, sink = pipeline.config, pipeline.sink
+    sample = df.limit(ONE_PASS_SAMPLE).selectExpr(
+        "try_parse_json(CAST(value AS STRING)) AS d", "try_parse_json(CAST(key AS STRING)) AS k").selectExpr(
+        "try_variant_get(d, '$.op', 'string') AS op", "try_variant_get(d, '$.after', 'variant') AS v", "k",
+    ).persist()
     try:
-        return pipeline.sink.learn_from_sample(state, sample)
+        seen = sample.selectExpr(
+            f"count(CASE WHEN op IN ({', '.join(repr(op) for op in UPSERT_OPS)}) AND v IS NOT NULL "
+            f"AND NOT is_variant_null(v) THEN 1 END) AS upserts",
+            "schema_of_variant_agg(CASE WHEN op IS NOT NULL THEN v END) AS images",
+            "schema_of_variant_agg(k) AS keys").first()
+        key_fields = sink.key_fields_of(state.ref) or key_fields_of(seen["keys"])
+        if not seen["upserts"] or not key_fields or not seen["images"]:
+            return False
+        normalize = cfg.column_normalization
+        fields = shaping.fields_of(seen["images"], normalize)
+        for field in key_fields:  # a key field the images lack: its column still comes first
+            fields.setdefault(column_name_for_key(field, normalize), ([field], "VOID"))
+        state.refuse_evolution(None)
+        pipeline.preparer.prepare(state, sample.where(f"op IN ({', '.join(repr(op) for op in UPSERT_OPS)})"),
+                                  fields, primary_key=key_fields)
+        state.learn_keys(name for name, _type in parse_object_schema(seen["images"]))
+        return True
     finally:
         sample.unpersist()
 

@@ -64,9 +64,14 @@ class UpsertSink:
         """Nothing to do when the connector starts (the tables hold their positions)."""
 
     def key_fields_of(self, ref) -> tuple[str, ...]:
-        """The primary key fields of table `ref` as this run's batches found them
-        (empty before its first batch): what the one-pass MERGE keys by."""
-        return self.config.changes.primary_key_fields or self._key_fields.get(ref.full_name, ())
+        """The primary key fields of table `ref`: primary.key.fields, else the key the
+        table keeps (empty when it has none yet). What the one-pass MERGE keys by."""
+        fields = self.config.changes.primary_key_fields
+        if not fields:
+            fields = self._key_fields.get(ref.full_name) or tables.read_primary_key(self.spark, ref)
+            if fields:
+                self._key_fields[ref.full_name] = fields
+        return tuple(fields)
 
     def check(self, batch: TableBatch) -> None:
         """Raise the first row error of the table's rows (errors.tolerance=none)."""
@@ -119,25 +124,6 @@ class UpsertSink:
         return applied
 
     # ---- the steps -----------------------------------------------------------------
-
-    def learn_from_sample(self, state, rows) -> bool:
-        """Before a table's first batch in this run: create or evolve the table from the
-        change events among the batch's first records (`rows`, decoded as the general
-        path decodes them) and learn their key and after images' fields, so the whole
-        batch can try one pass (onepass_merge.py). False when the sample is not all
-        plain change events that name a key (the general path handles those)."""
-        events, counts = self._changes(state.ref, rows)
-        plan: ChangePlan = counts["plan"]
-        if counts["errors"] or counts["not_envelopes"] or not counts["upserts"] or not plan.key_fields:
-            return False
-        normalize = self.config.column_normalization
-        fields = _with_key_fields(shaping.fields_of(_merged(counts["images"], counts["old_keys"]), normalize),
-                                  plan.key_fields, normalize)
-        state.refuse_evolution(None)
-        self.preparer.prepare(state, change_rows(events).where("NOT _delete"), fields,
-                              primary_key=plan.key_fields)
-        state.learn_keys(_field_names(counts["images"]))
-        return True
 
     def _events(self, batch: TableBatch, lands: Landing):
         """The change events of the landed rows and their counts (_changes)."""
