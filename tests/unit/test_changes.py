@@ -4,7 +4,7 @@ tests/pipeline/test_upsert.py."""
 
 from __future__ import annotations
 
-from floeline.ingest.upsert_sink import _merged, _with_key_fields
+from floeline.ingest.upsert_sink import _merged, with_key_fields
 from floeline.records.changes import ChangePlan, key_fields_of
 from floeline.records.shaping import fields_of
 from floeline.warehouse.commits import merge_sql
@@ -48,7 +48,7 @@ def test_the_old_keys_of_moved_rows_join_the_images_columns():
 
 def test_every_key_field_has_a_column_even_when_no_change_holds_it():
     fields = fields_of("OBJECT<Id: BIGINT, name: STRING>")
-    with_keys = _with_key_fields(fields, ("id", "line"), normalize=False)
+    with_keys = with_key_fields(fields, ("id", "line"), normalize=False)
     assert with_keys["ID"] == (["Id"], "BIGINT")  # matched case-insensitively
     assert with_keys["LINE"] == (["line"], "VOID")
     assert "LINE" not in fields

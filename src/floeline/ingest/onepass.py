@@ -221,15 +221,11 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
                        rules_for(cfg.validation)) if schema else None)
     if plan is None:
         return None
+    push_time = batch_functions(df, plan.known_keys, started, batch_id)
+    if push_time is None:
+        return None
     report = BatchReport(batch_id)
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
-    try:
-        # The batch's session is the stream's own (a clone): the functions go there.
-        jvm.ensure_known_keys(df.sparkSession, plan.known_keys)
-        push_time = jvm.register_push_time(df.sparkSession, int(started * 1000)) + "()"
-    except Exception as exc:  # no floeline jar in this session (see jvm.py)
-        log.info("batch %s takes the general path: no floeline JVM functions: %s", batch_id, exc)
-        return None
     frame = df.selectExpr(
         "channel", "position", "value", "headers", "timestamp",
         f"{from_json_sql(plan.json_schema)} AS j",
@@ -256,6 +252,18 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     report.phases["one pass"] = time.time() - started
     report.phases["one pass stats"] = time.time() - started - report.phases["one pass write"]
     return BatchResult(report, positions, [(stats["ts_mid"], stats["records"])], stats["ts_min"])
+
+
+def batch_functions(df, known_keys: frozenset[str], started: float, batch_id: int) -> str | None:
+    """Register the batch's JVM functions (the record check for `known_keys`, the push
+    time) in the batch's session, which is the stream's own clone; the push time's SQL,
+    or None when the session has no floeline jar (jvm.py): the general path then."""
+    try:
+        jvm.ensure_known_keys(df.sparkSession, known_keys)
+        return jvm.register_push_time(df.sparkSession, int(started * 1000)) + "()"
+    except Exception as exc:
+        log.info("batch %s takes the general path: no floeline JVM functions: %s", batch_id, exc)
+        return None
 
 
 def one_table_batch(pipeline, start: BatchEnd, end: BatchEnd):

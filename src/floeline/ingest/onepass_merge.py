@@ -35,9 +35,11 @@ from pyspark.sql import functions as F
 from floeline import jvm
 from floeline.errors import ServiceUnavailable, TableError
 from floeline.ingest.onepass import (
-    CORRUPT_FIELD, FAILURE_MARK, ONE_PASS_SAMPLE, column_read, from_json_sql, one_table_batch)
+    CORRUPT_FIELD, FAILURE_MARK, ONE_PASS_SAMPLE, batch_functions, column_read, from_json_sql,
+    one_table_batch)
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
+from floeline.ingest.upsert_sink import with_key_fields
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import shaping
 from floeline.records.changes import (
@@ -54,6 +56,8 @@ log = logging.getLogger("floeline")
 # the general path, which reads only op, ts_ms, source, before and after.
 ENVELOPE_FIELDS = frozenset({"before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns", "transaction"})
 
+
+UPSERT_OPS_SQL = ", ".join(f"'{op}'" for op in UPSERT_OPS)
 
 # The after image's and the record key's top-level fields (NULL: not an object).
 AFTER_KEYS_SQL = "json_object_keys(get_json_object(CAST(value AS STRING), '$.after'))"
@@ -117,13 +121,13 @@ def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: f
         return None
     after_names = ", ".join(sql_string(f) for f in sorted(image_fields))
     after_keys, record_keys = "_after_keys", "_key_keys"  # (columns: each computed once)
+    # (array_except rather than forall: Spark runs lambdas interpreted, row by row)
     key_names = ", ".join(sql_string(f) for f in sorted(key_fields))
-    ops = ", ".join(f"'{op}'" for op in UPSERT_OPS)
     tombstone = f"{_bool(not delete_enabled)}"
     envelope = " OR ".join([
         f"j.{CORRUPT_FIELD} IS NOT NULL",
         f"NOT {jvm.known_keys_function(ENVELOPE_FIELDS)}(value)",
-        f"j.op IS NULL OR j.op NOT IN ({ops}, '{DELETE_OP}')",
+        f"j.op IS NULL OR j.op NOT IN ({UPSERT_OPS_SQL}, '{DELETE_OP}')",
         # an upsert's after image has exactly the fields the table's images have had
         f"(j.op != '{DELETE_OP}' AND NOT coalesce(size({after_keys}) = {len(image_fields)} "
         f"AND size(array_except({after_keys}, array({after_names}))) = 0, false))",
@@ -134,11 +138,10 @@ def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: f
     checks = [f"CASE WHEN _tombstone THEN {tombstone} ELSE {envelope} END", record_key, *unusual]
     if headers_check:
         checks.append(headers_check)
+    after = f"STRUCT<{', '.join(after_fields)}>" if after_fields else "STRING"
     return MergePlan(
         value_schema=(f"op STRING, ts_ms BIGINT, source STRUCT<ts_ms: BIGINT>, before STRING, "
-                      f"after STRUCT<{', '.join(after_fields)}>, {CORRUPT_FIELD} STRING")
-        if after_fields else f"op STRING, ts_ms BIGINT, source STRUCT<ts_ms: BIGINT>, before STRING, "
-                             f"after STRING, {CORRUPT_FIELD} STRING",
+                      f"after {after}, {CORRUPT_FIELD} STRING"),
         key_schema=f"{', '.join(key_json)}, {CORRUPT_FIELD} STRING",
         columns=columns, keys=keys, unusual=" OR ".join(f"({c})" for c in checks))
 
@@ -171,15 +174,11 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
             if schema is not None else None)
     if plan is None:
         return None
+    push_time = batch_functions(df, ENVELOPE_FIELDS, started, batch_id)
+    if push_time is None:
+        return None
     report = BatchReport(batch_id)
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
-    try:
-        # The batch's session is the stream's own (a clone): the functions go there.
-        jvm.ensure_known_keys(df.sparkSession, ENVELOPE_FIELDS)
-        push_time = jvm.register_push_time(df.sparkSession, int(started * 1000)) + "()"
-    except Exception as exc:  # no floeline jar in this session (see jvm.py)
-        log.info("batch %s takes the general path: no floeline JVM functions: %s", batch_id, exc)
-        return None
     changes_read = df.selectExpr(
         "channel AS _src_channel", "position AS _src_position", "timestamp AS _src_timestamp",
         "key", "value", "headers", "value IS NULL OR length(value) = 0 AS _tombstone",
@@ -199,10 +198,9 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         F.percentile_approx(F.unix_millis("_src_timestamp"), 0.5).alias("ts_mid"))
     # The check sits inside the first key column: the window partitions by it, so it is
     # computed for every record the batch holds (a separate column would be pruned).
-    # (array_except rather than forall: Spark runs lambdas interpreted, row by row.)
     # RECORD_METADATA is made once the last change per key is known (its op and ts_ms
     # added to it cost a map per row: half the rows are gone by then).
-    (first_key, first_source), *_ = plan.keys
+    first_source = plan.keys[0][1]
     selected, final = [], []
     for name, source, value in plan.columns:
         if name.upper() == METADATA_COLUMN:
@@ -262,7 +260,7 @@ def _learned_from_sample(pipeline, state, df) -> bool:
     ).persist()
     try:
         seen = sample.selectExpr(
-            f"count(CASE WHEN op IN ({', '.join(repr(op) for op in UPSERT_OPS)}) AND v IS NOT NULL "
+            f"count(CASE WHEN op IN ({UPSERT_OPS_SQL}) AND v IS NOT NULL "
             f"AND NOT is_variant_null(v) THEN 1 END) AS upserts",
             "schema_of_variant_agg(CASE WHEN op IS NOT NULL THEN v END) AS images",
             "schema_of_variant_agg(k) AS keys").first()
@@ -270,11 +268,9 @@ def _learned_from_sample(pipeline, state, df) -> bool:
         if not seen["upserts"] or not key_fields or not seen["images"]:
             return False
         normalize = cfg.column_normalization
-        fields = shaping.fields_of(seen["images"], normalize)
-        for field in key_fields:  # a key field the images lack: its column still comes first
-            fields.setdefault(column_name_for_key(field, normalize), ([field], "VOID"))
+        fields = with_key_fields(shaping.fields_of(seen["images"], normalize), key_fields, normalize)
         state.refuse_evolution(None)
-        pipeline.preparer.prepare(state, sample.where(f"op IN ({', '.join(repr(op) for op in UPSERT_OPS)})"),
+        pipeline.preparer.prepare(state, sample.where(f"op IN ({UPSERT_OPS_SQL})"),
                                   fields, primary_key=key_fields)
         state.learn_keys(name for name, _type in parse_object_schema(seen["images"]))
         return True

@@ -155,13 +155,10 @@ class UpsertSink:
         """Where the table's primary key comes from: primary.key.fields, else (record_key)
         the fields of the record key as the table keeps them or these rows' keys hold."""
         settings = self.config.changes
-        fields = settings.primary_key_fields
+        fields = self.key_fields_of(ref)
         if not fields:
-            fields = self._key_fields.get(ref.full_name) or tables.read_primary_key(self.spark, ref)
-            if not fields:
-                merged = rows.where("_key IS NOT NULL").selectExpr(
-                    "schema_of_variant_agg(_key) AS s").first()
-                fields = key_fields_of(merged["s"] if merged else None)
+            merged = rows.where("_key IS NOT NULL").selectExpr("schema_of_variant_agg(_key) AS s").first()
+            fields = key_fields_of(merged["s"] if merged else None)
             if fields:
                 self._key_fields[ref.full_name] = fields
         return ChangePlan(settings.primary_key_mode, tuple(fields), settings.delete_enabled)
@@ -183,7 +180,7 @@ class UpsertSink:
                              f"primary key to merge by: set primary.key.fields to the key's column")
         rows = change_rows(events)
         normalize = cfg.column_normalization
-        fields = _with_key_fields(shaping.fields_of(_merged(counts["images"], counts["old_keys"]), normalize),
+        fields = with_key_fields(shaping.fields_of(_merged(counts["images"], counts["old_keys"]), normalize),
                                   plan.key_fields, normalize)
         state.refuse_evolution(None)
         schema = self.preparer.prepare(state, rows.where("NOT _delete"), fields, self._declared(batch),
@@ -269,7 +266,7 @@ def _field_names(images: str | None) -> tuple[str, ...]:
     return tuple(name for name, _type in parse_object_schema(images or ""))
 
 
-def _with_key_fields(fields: dict, key_fields: tuple[str, ...], normalize: bool) -> dict:
+def with_key_fields(fields: dict, key_fields: tuple[str, ...], normalize: bool) -> dict:
     """`fields` (shaping.fields_of) with a field for each primary key field no change of
     the batch holds (a batch of errors and skipped deletes still commits by the key)."""
     names = {column_match_key(name) for name in fields}
