@@ -99,6 +99,27 @@ def test_plain_change_events_without_the_smt_land_one_row_per_change(
     assert json.loads(rows[4]["AFTER"].toJson())["qty"] == 3 and rows[6]["OP"] is None
 
 
+def test_plain_change_events_upsert_in_one_pass_from_a_real_topic(
+        kafka, spark, topic_name, make_config, run_connector, read_table):
+    """insert.mode=upsert over the same plain JSON: batches of envelopes take the
+    one-pass MERGE (ingest/onepass_merge.py) from the broker, the batch with a new column
+    falls back to the general path, and the table ends as PostgreSQL's did."""
+    records = [r for r in json.loads((FIXTURES / "postgres_json_plain.json").read_text())
+               if r["topic"].endswith(".customers")]
+    topic = topic_name("dbz_upsert")
+    devkafka.create_topic(kafka, topic)
+    produce(kafka, topic, [{"key": r["key"], "value": r["value"]} for r in records], partition=0)
+    connector = run_connector(make_config(**{
+        "topics": topic, "snowflake.topic2table.map": f"{topic}:CUSTOMERS", "insert.mode": "upsert",
+        "primary.key.mode": "record_key", "delete.enabled": "true", "buffer.count.records": "6"}))
+    paths = ["one pass merge" in r.phases for r in connector.reports]
+    assert paths[0] and not all(paths), [r.phases for r in connector.reports]
+    assert sum(r.records_read for r in connector.reports) == len(records)
+    rows = {int(r["ID"]): r for r in read_table("CUSTOMERS").collect()}
+    assert set(rows) == {1, 4, 5, 6, 7, 20}
+    assert rows[4]["RATING"] == 3.0 and rows[20]["NAME"] == "Grace" and rows[1]["EMAIL"] is not None
+
+
 def test_avro_change_events_through_the_registry_land_typed_columns(
         kafka, spark, schema_registry, topic_name, make_config, run_connector, read_table):
     """Debezium's Avro output (Apicurio's AvroConverter, recorded with its schemas): the
