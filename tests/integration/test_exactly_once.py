@@ -129,9 +129,27 @@ def test_sigkill_mid_stream_then_restart(kafka, topic_name, tmp_path, warehouse,
     total += 600
     # Started again on the killed process's checkpoint and table (in this process: the
     # state it resumes from is all on disk).
-    run_connector(load_config(str(config_file)))
+    config = load_config(str(config_file))
+    spark_log = {d: sorted(os.listdir(os.path.join(config.checkpoint_dir, d)))
+                 for d in ("offsets", "commits")}
+    run_connector(config)
     df = read_table("KILLED")
-    assert_exactly_once(df, {p: len(range(p, total, partitions)) for p in range(partitions)})
+    try:
+        assert_exactly_once(df, {p: len(range(p, total, partitions)) for p in range(partitions)})
+    except AssertionError:
+        print("the killed process printed:\n" + "".join(lines))
+        print(f"its Spark checkpoint: {spark_log}")
+        print(table_history(spark, os.path.join(warehouse, "FLOELINE", "PUBLIC", "KILLED")))
+        raise
+
+
+def table_history(spark, path: str) -> str:
+    """The table's commits (version, operation, rows, positions): what a failure needs."""
+    from delta.tables import DeltaTable
+
+    rows = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+    return "\n".join(f"v{r['version']} {r['operation']} rows={(r['operationMetrics'] or {}).get('numOutputRows')} "
+                     f"{r['userMetadata']}" for r in rows)
 
 
 def test_sigterm_to_the_process_group_stops_cleanly(kafka, topic_name, tmp_path, warehouse):
