@@ -124,3 +124,30 @@ def test_a_metrics_port_without_endpoints_to_serve_it_is_a_clear_error(spark, me
     config = make_config(floeline__metrics__port="0")
     with pytest.raises(FloelineError, match=r"floeline.metrics.port=0 is set.*endpoints=floeline.ops.http.OpsServer"):
         Connector(config, spark, source=MemorySource(config, memory_log)).run(until_caught_up=True)
+
+
+def test_a_commit_that_raised_is_read_back_from_the_table(memory_log, make_config, run_memory,
+                                                          read_table, spark, warehouse):
+    """A commit can land and still raise (Delta wrote its log entry, then failed; the
+    batch failed after its commit): the connector's own idea of the table's positions is
+    then stale. After commit_failed (what a failed commit and a query restart call), the
+    positions are read again from the table, so the replay of that batch is dropped."""
+    from floeline.ingest.table_state import Tables
+    from floeline.sources.base import Committed
+    from floeline.warehouse.catalog import Warehouse
+    from floeline.warehouse.commits import commit
+
+    memory_log.append("orders/0", "orders", values(0, 4))
+    config = make_config()
+    run_memory(config)
+    ref = _ref(warehouse, "ORDERS")
+    tables = Tables(spark, Warehouse(warehouse), config.name)
+    state = tables.state(ref)
+    assert state.committed.positions == {"orders/0": "3"}
+    # The next batch's commit lands (its rows and positions), unknown to the connector.
+    landed = read_table("ORDERS").limit(0)
+    commit(landed, ref, config.name, Committed({"orders/0": "7"}))
+    assert tables.state(ref).committed.positions == {"orders/0": "3"}  # stale
+    state.commit_failed()
+    assert tables.state(ref).committed.positions == {"orders/0": "7"}
+    assert not tables.state(ref).committed_unsure  # read once, not at every batch

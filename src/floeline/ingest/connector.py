@@ -202,6 +202,7 @@ class Connector:
                             "%d, %s)", self.config.name, first_lines(str(exc), 1), delay,
                             restarts, retry.limit_text(policy))
                 self.failure = None
+                self.pipeline.tables.commits_failed()  # a commit may have landed before the failure
                 if self._stop.wait(delay):
                     return
 

@@ -242,11 +242,11 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     except (TableError, ServiceUnavailable) as exc:  # a record needing it, or a commit conflict
         log.info("batch %s takes the general path: %s", batch_id,
                  first_lines(str(exc.__cause__ or exc), 2))
-        state.one_pass_failed()
+        state.one_pass_failed(committing=True)
         return None
+    state.one_pass_committed(after)  # first: whatever fails next, the table holds the batch
     report.phases["one pass write"] = time.time() - started
     stats = observed.get
-    state.one_pass_committed(after)
     report.records_read = stats["records"]
     report.rows_written[ref.name] = stats["records"]
     report.phases["one pass"] = time.time() - started

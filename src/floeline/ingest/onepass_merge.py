@@ -231,12 +231,12 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
               materialized=True)
     except (TableError, ServiceUnavailable) as exc:  # a commit conflict: the general path retries
         log.info("batch %s takes the general path: %s", batch_id, first_lines(str(exc.__cause__ or exc), 2))
-        state.one_pass_failed()
+        state.one_pass_failed(committing=True)
         return None
     finally:
         _release(source)
+    state.one_pass_committed(after)  # first: whatever fails next, the table holds the batch
     stats = observed.get
-    state.one_pass_committed(after)
     report.records_read = stats["records"]
     report.skipped = stats["skipped"]
     report.rows_written[state.ref.name] = stats["records"] - stats["skipped"]

@@ -192,7 +192,7 @@ class TableSink:
             if isinstance(exc, TableError) and shaped.can_fail and self.config.errors_tolerance == "none":
                 # Name the first bad record (raises RecordError) if that was the cause.
                 self._divert_row_errors(batch, shaped, lands)
-            state.forget_schema()  # the table may have changed under us: read it again next time
+            state.commit_failed()
             self.metrics.table_commit_error(ref.full_name)
             raise
 

@@ -48,6 +48,9 @@ class TableState:
     # the table with), which every later read of the schema keeps.
     pins_evolution: bool = False
     evolution_at_open: bool | None = None
+    # A commit to the table raised: it may still have landed (its log entry written
+    # before the failure), so `committed` is read again from the table before use.
+    committed_unsure: bool = False
 
     def holds(self, channel: str, position: str | None) -> bool:
         """True when the table already holds `channel` up to `position` or further."""
@@ -92,10 +95,20 @@ class TableState:
         """Record keys the table's records hold (what one pass accepts)."""
         self.known_keys |= frozenset(keys)
 
-    def one_pass_failed(self) -> None:
-        """A one-pass write failed: the general path goes next, the schema is re-read."""
+    def one_pass_failed(self, committing: bool = False) -> None:
+        """A one-pass write failed: the general path goes next, the schema is re-read;
+        `committing`: it failed in its commit, which may have landed all the same."""
         self.one_pass_ready = False
         self.forget_schema()
+        if committing:
+            self.commit_failed()
+
+    def commit_failed(self) -> None:
+        """A commit raised: the table may have changed under us (read its schema again),
+        and the commit may have landed all the same (read its positions again before
+        the next batch: a replay of what landed is then dropped, as after a restart)."""
+        self.forget_schema()
+        self.committed_unsure = True
 
     def one_pass_committed(self, after: Committed) -> None:
         self.committed_through(after)
@@ -149,13 +162,24 @@ class Tables:
         if state is None:
             if self.owners is not None:
                 self.owners.acquire(ref)
-            # Read from the table's Delta log files, not with Spark: DeltaTable.history
-            # cost 4 Spark jobs and 0.5-1.5 s per table at every start (100 tables:
-            # minutes); both read the same JSON commits, newest first.
-            held, _commit = committed_in_log(ref.path, self.connector, self.warehouse.storage_for(ref.path))
-            state = TableState(ref, held, pins_evolution=self.pin_evolution)
+            state = TableState(ref, self._held(ref), pins_evolution=self.pin_evolution)
             self.states[ref.full_name] = state
+        elif state.committed_unsure:
+            state.committed_through(self._held(ref))
+            state.committed_unsure = False
         return state
+
+    def _held(self, ref: TableRef) -> Committed:
+        """This connector's positions in the table, read from its Delta log files, not
+        with Spark: DeltaTable.history cost 4 Spark jobs and 0.5-1.5 s per table at every
+        start (100 tables: minutes); both read the same JSON commits, newest first."""
+        held, _commit = committed_in_log(ref.path, self.connector, self.warehouse.storage_for(ref.path))
+        return held
+
+    def commits_failed(self) -> None:
+        """A batch failed (its query restarts): any of its commits may have landed."""
+        for state in self.states.values():
+            state.commit_failed()
 
     def schema(self, state: TableState, refresh: bool = False) -> TableSchema | None:
         if refresh or state.schema is None or time.time() - state.schema_read_at > SCHEMA_TTL_S:

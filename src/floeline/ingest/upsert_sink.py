@@ -229,7 +229,7 @@ class UpsertSink:
             merge(source, state.ref, self.config.name, lands.after, self.before_commit,
                   keys=keys, columns=columns, delete="_delete")
         except (TableError, ServiceUnavailable):
-            state.forget_schema()  # the table may have changed under us: read it again next time
+            state.commit_failed()
             self.metrics.table_commit_error(state.ref.full_name)
             raise
 
