@@ -1,5 +1,7 @@
-"""The one-pass record check compiled for the JVM (jvm.py, resources/KnownKeys.java):
-TRUE only for valid UTF-8 JSON objects whose top-level keys are all known."""
+"""The one-pass record checks compiled for the JVM (jvm.py, resources/): KnownKeys, TRUE
+only for valid UTF-8 JSON objects whose top-level keys are all known; ExactFields, TRUE
+only when a member of such an object (or the value itself) holds exactly the given
+fields."""
 
 import pytest
 
@@ -75,3 +77,44 @@ def test_jar_is_built_once_per_source(tmp_path, monkeypatch):
     assert jar.parent == tmp_path / "spark-jars" and "floeline/KnownKeys.class" in zipfile.ZipFile(jar).namelist()
     built = jar.stat().st_mtime_ns
     assert jvm.jar_path() == jar and jar.stat().st_mtime_ns == built  # cached, not rebuilt
+
+
+FIELDS = frozenset({"id", "name", "Łułósżź"})
+
+EXACT_AFTER = [
+    ('{"op": "u", "after": {"id": 1, "name": "x", "Łułósżź": null}}', True),
+    ('{"after":{"name":"}","Łułósżź":[1,{"zzz":2}],"id":{"a":1}},"before":null}', True),
+    ('{"before": {"id": 1, "zzz": 2}, "after": {"id": 1, "name": "x", '
+     '"\\u0141u\\u0142\\u00f3s\\u017c\\u017a": 2}}', True),  # json.dumps' "Łułósżź"
+    ('{"\\u0061fter": {"id": 1, "name": "x", "Łułósżź": 2}}', True),  # "after", escaped
+    ('{"after": {"id": 1, "name": "x"}}', False),  # a field missing
+    ('{"after": {"id": 1, "name": "x", "Łułósżź": 2, "email": 3}}', False),  # one more
+    ('{"after": {"id": 1, "id": 1, "name": "x"}}', False),  # a field twice, one missing
+    ('{"after": {"id": 1, "name": "x", "Łułósżź": 2, "id": 3}}', False),  # a field twice
+    ('{"after": null, "op": "d"}', False),
+    ('{"op": "c"}', False),  # no after image
+    ('{"after": {"id": 1, "name": "x", "Łułósżź": 2}, "after": {"id": 1}}', False),  # two
+    (b'{"after": {"id": 1, "name": "x", "\xc5\x81u\xc5\x82\xc3\xb3s\xc5\xbc\xc5\xba": "\xff"}}', False),  # invalid UTF-8
+    ('{"after": {"ID": 1, "name": "x", "Łułósżź": 2}}', False),  # exact names
+    ('{"after": {"id": 1, "name": "x", "Łułósżź": 2}', False),  # unterminated
+]
+
+
+@pytest.mark.parametrize("value,expected", EXACT_AFTER, ids=[repr(v)[:50] for v, _ in EXACT_AFTER])
+def test_exact_fields_of_a_member(spark, value, expected):
+    name = jvm.ensure_exact_fields(spark, "after", FIELDS)
+    assert jvm.ensure_exact_fields(spark, "after", FIELDS) == name  # registered once per session
+    value = value.encode() if isinstance(value, str) else value
+    row = spark.createDataFrame([(bytearray(value),)], "value binary").selectExpr(f"{name}(value) AS ok").first()
+    assert row["ok"] is expected
+
+
+@pytest.mark.parametrize("value,expected", [
+    (b'{"id": 7}', True), (b' {"id" : "x"} ', True), (b'{}', False), (b'{"id": 7, "v": 1}', False),
+    (b'7', False), (b'null', False), (b'', False)])
+def test_exact_fields_of_the_value_itself(spark, value, expected):
+    name = jvm.ensure_exact_fields(spark, None, frozenset({"id"}))
+    assert name != jvm.exact_fields_function("id", frozenset({"id"}))
+    row = spark.createDataFrame([(bytearray(value),)], "value binary").selectExpr(f"{name}(value) AS ok").first()
+    assert row["ok"] is expected
+    assert spark.sql(f"SELECT {name}(CAST(NULL AS BINARY)) AS ok").first()["ok"] is False

@@ -254,12 +254,16 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     return BatchResult(report, positions, [(stats["ts_mid"], stats["records"])], stats["ts_min"])
 
 
-def batch_functions(df, known_keys: frozenset[str], started: float, batch_id: int) -> str | None:
-    """Register the batch's JVM functions (the record check for `known_keys`, the push
-    time) in the batch's session, which is the stream's own clone; the push time's SQL,
-    or None when the session has no floeline jar (jvm.py): the general path then."""
+def batch_functions(df, known_keys: frozenset[str], started: float, batch_id: int,
+                    exact_fields=()) -> str | None:
+    """Register the batch's JVM functions (the record check for `known_keys`, the
+    field checks for `exact_fields`' (member, fields) pairs, the push time) in the
+    batch's session, which is the stream's own clone; the push time's SQL, or None when
+    the session has no floeline jar (jvm.py): the general path then."""
     try:
         jvm.ensure_known_keys(df.sparkSession, known_keys)
+        for member, fields in exact_fields:
+            jvm.ensure_exact_fields(df.sparkSession, member, fields)
         return jvm.register_push_time(df.sparkSession, int(started * 1000)) + "()"
     except Exception as exc:
         log.info("batch %s takes the general path: no floeline JVM functions: %s", batch_id, exc)

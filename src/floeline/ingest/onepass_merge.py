@@ -59,20 +59,16 @@ ENVELOPE_FIELDS = frozenset({"before", "after", "source", "op", "ts_ms", "ts_us"
 
 UPSERT_OPS_SQL = ", ".join(f"'{op}'" for op in UPSERT_OPS)
 
-# The after image's and the record key's top-level fields (NULL: not an object).
-AFTER_KEYS_SQL = "json_object_keys(get_json_object(CAST(value AS STRING), '$.after'))"
-KEY_KEYS_SQL = "json_object_keys(CAST(key AS STRING))"
-
-
 @dataclass(frozen=True)
 class MergePlan:
-    """How to read a batch of change events in one pass. The check reads two more
-    columns: `_after_keys` and `_key_keys` (AFTER_KEYS_SQL, KEY_KEYS_SQL)."""
+    """How to read a batch of change events in one pass (its checks call the JVM
+    functions jvm.exact_fields_function names for `exact_fields`)."""
     value_schema: str  # from_json DDL of the envelope (after typed as the table's columns)
     key_schema: str  # from_json DDL of the record key (its fields typed as the key columns)
     columns: list[tuple[str, str, str]]  # (table column, source column, SQL over j, k, _meta)
     keys: list[tuple[str, str]]  # (key column, source column)
     unusual: str  # SQL: TRUE when a record needs the general path
+    exact_fields: tuple[tuple[str | None, frozenset[str]], ...]  # (member, fields) checked
 
 
 def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: frozenset[str],
@@ -119,22 +115,18 @@ def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: f
         columns.append((column.name, source, read.value))
     if len(keys) != len(key_fields):
         return None
-    after_names = ", ".join(sql_string(f) for f in sorted(image_fields))
-    after_keys, record_keys = "_after_keys", "_key_keys"  # (columns: each computed once)
-    # (array_except rather than forall: Spark runs lambdas interpreted, row by row)
-    key_names = ", ".join(sql_string(f) for f in sorted(key_fields))
+    after_exact, key_exact = ("after", frozenset(image_fields)), (None, frozenset(key_fields))
     tombstone = f"{_bool(not delete_enabled)}"
     envelope = " OR ".join([
         f"j.{CORRUPT_FIELD} IS NOT NULL",
         f"NOT {jvm.known_keys_function(ENVELOPE_FIELDS)}(value)",
         f"j.op IS NULL OR j.op NOT IN ({UPSERT_OPS_SQL}, '{DELETE_OP}')",
         # an upsert's after image has exactly the fields the table's images have had
-        f"(j.op != '{DELETE_OP}' AND NOT coalesce(size({after_keys}) = {len(image_fields)} "
-        f"AND size(array_except({after_keys}, array({after_names}))) = 0, false))",
+        f"(j.op != '{DELETE_OP}' AND NOT {jvm.exact_fields_function(*after_exact)}(value))",
         f"(j.op = '{DELETE_OP}' AND j.before IS NULL)",  # not an envelope: a row with an op field
     ])
-    record_key = (f"key IS NULL OR k.{CORRUPT_FIELD} IS NOT NULL OR NOT coalesce(size({record_keys}) = "
-                  f"{len(key_fields)} AND size(array_except({record_keys}, array({key_names}))) = 0, false)")
+    record_key = (f"key IS NULL OR k.{CORRUPT_FIELD} IS NOT NULL OR "
+                  f"NOT {jvm.exact_fields_function(*key_exact)}(key)")
     checks = [f"CASE WHEN _tombstone THEN {tombstone} ELSE {envelope} END", record_key, *unusual]
     if headers_check:
         checks.append(headers_check)
@@ -143,7 +135,8 @@ def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: f
         value_schema=(f"op STRING, ts_ms BIGINT, source STRUCT<ts_ms: BIGINT>, before STRING, "
                       f"after {after}, {CORRUPT_FIELD} STRING"),
         key_schema=f"{', '.join(key_json)}, {CORRUPT_FIELD} STRING",
-        columns=columns, keys=keys, unusual=" OR ".join(f"({c})" for c in checks))
+        columns=columns, keys=keys, unusual=" OR ".join(f"({c})" for c in checks),
+        exact_fields=(after_exact, key_exact))
 
 
 def _bool(value: bool) -> str:
@@ -174,7 +167,7 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
             if schema is not None else None)
     if plan is None:
         return None
-    push_time = batch_functions(df, ENVELOPE_FIELDS, started, batch_id)
+    push_time = batch_functions(df, ENVELOPE_FIELDS, started, batch_id, plan.exact_fields)
     if push_time is None:
         return None
     report = BatchReport(batch_id)
@@ -187,8 +180,6 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         f"{pipeline.source.metadata_sql(cfg.metadata, push_time)} AS _meta",
     ).selectExpr("*", f"CASE WHEN _tombstone THEN '{DELETE_OP}' ELSE j.op END AS _op",
                  "CASE WHEN _tombstone THEN NULL ELSE coalesce(j.ts_ms, j.source.ts_ms) END AS _ts_ms",
-                 f"CASE WHEN NOT _tombstone THEN {AFTER_KEYS_SQL} END AS _after_keys",
-                 f"{KEY_KEYS_SQL} AS _key_keys",
                  ).selectExpr("*", f"_op <=> '{DELETE_OP}' AS _delete")
     skipped = f"_delete AND NOT {_bool(changes.delete_enabled)}"
     changes_read = changes_read.observe(
