@@ -7,6 +7,7 @@ get_spark) and added to the sessions get_spark builds:
   batch);
 - the one-pass MERGE's field check (`resources/ExactFields.java`): a change's after
   image and its key hold exactly the table's fields, for the same reason;
+- the watch that ends the JVM when its Python is gone (`resources/ParentWatch.java`);
 - the batch's push time (`resources/PushTime.java`): as a literal it changed the
   generated code every batch (measured: +0.15 s per batch to compile and warm it up).
 It needs a JDK's `javac` at set-up, which the Makefile asks for. Without it Spark
@@ -28,7 +29,7 @@ from pathlib import Path
 from floeline.cache import cache_dir
 from floeline.errors import SetupError, SetupMissing
 
-_SOURCES = ("JsonScan.java", "KnownKeys.java", "ExactFields.java", "PushTime.java")
+_SOURCES = ("JsonScan.java", "KnownKeys.java", "ExactFields.java", "PushTime.java", "ParentWatch.java")
 PUSH_TIME_FUNCTION = "floeline_push_time_ms"
 
 

@@ -266,15 +266,26 @@ def _launch_jvm_in_own_session(settings: dict[str, str]) -> None:
     """Start Spark's JVM (the Py4J gateway) in a session of its own. A Ctrl-C or a
     SIGTERM sent to floeline's process group then reaches Python alone, which stops the
     streaming query cleanly; were it to reach the JVM too, its shutdown hook would stop
-    Spark under the running query. The JVM still ends with Python: it exits when its
-    stdin (a pipe from Python) closes. Under spark-submit the JVM exists already."""
+    Spark under the running query. Under spark-submit the JVM exists already.
+
+    The JVM ends with Python: a clean exit closes its stdin and the JVM exits. Python
+    killed outright (SIGKILL) left the JVM running its query for seconds after, which
+    let a connector restarted at once on the same checkpoint fail (two writers of
+    Spark's offset log) or, when the old JVM finished a Delta commit after the restart
+    had read the table's positions, write a batch twice. ParentWatch halts it within
+    0.1 s of Python's death."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
     if "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None:
         return
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    SparkContext._ensure_initialized(gateway=launch_gateway(conf, {"start_new_session": True}))
+    gateway = launch_gateway(conf, {"start_new_session": True})
+    SparkContext._ensure_initialized(gateway=gateway)
+    try:  # the JVM halts as soon as this Python is gone (resources/ParentWatch.java)
+        gateway.jvm.floeline.ParentWatch.start(os.getpid())
+    except Exception as exc:  # no floeline jar: it still exits on its stdin's EOF, slower
+        log.warning("Spark's JVM will not halt at once if this process is killed: %s", exc)
 
 
 def under_spark_submit() -> bool:

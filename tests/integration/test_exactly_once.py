@@ -35,6 +35,30 @@ def assert_exactly_once(df, expected_per_partition: dict[int, int]):
     assert set(coords) == expected, f"missing {sorted(expected - set(coords))[:5]}"
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux's /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def produce_numbered(kafka, topic, partitions, start, count):
     produce(kafka, topic, [{"value": {"n": start + i}, "partition": (start + i) % partitions}
                            for i in range(count)])
@@ -120,8 +144,16 @@ def test_sigkill_mid_stream_then_restart(kafka, topic_name, tmp_path, warehouse,
         seen = run_sql(spark, "SELECT count(*) AS n FROM KILLED", Warehouse(warehouse)).first()["n"]
         assert seen > 0
         time.sleep(1.5)
+        jvms = children(proc.pid)
+        assert jvms, "the connector's Spark JVM"
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
+        # Its JVM goes with it (resources/ParentWatch.java), before anything is restarted:
+        # left running, it went on planning batches and committing beside the restart.
+        deadline = time.time() + 5
+        while time.time() < deadline and any(alive(pid) for pid in jvms):
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in jvms), "the killed connector's JVM still runs"
     finally:
         if proc.poll() is None:
             proc.kill()
