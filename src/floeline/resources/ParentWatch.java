@@ -23,8 +23,10 @@ public final class ParentWatch {
         started = true;
         Thread watch = new Thread(() -> {
             while (true) {
-                long parent = ProcessHandle.current().parent().map(ProcessHandle::pid).orElse(-1L);
-                if (parent != parentPid) {  // re-parented: Python has exited, even as a zombie
+                // Re-parented (to init or a subreaper): Python has exited, even as a zombie.
+                // No parent found (unreadable for a moment) proves nothing: look again.
+                long parent = ProcessHandle.current().parent().map(ProcessHandle::pid).orElse(parentPid);
+                if (parent != parentPid) {
                     Runtime.getRuntime().halt(137);
                 }
                 try {
