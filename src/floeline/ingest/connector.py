@@ -357,9 +357,17 @@ def spark_gone(exc: BaseException) -> bool:
     looks like from Python."""
     from py4j.protocol import Py4JNetworkError
 
-    if isinstance(exc, (Py4JNetworkError, ConnectionError)):
-        return True
-    text = str(exc)
-    return any(m in text for m in ("stopped SparkContext", "SparkContext was shut down",
-                                   "SparkContext has been shutdown"))
+    seen = set()
+    while exc is not None and id(exc) not in seen:  # the error, and those it arose from
+        seen.add(id(exc))
+        if isinstance(exc, (Py4JNetworkError, ConnectionError)):
+            return True
+        text = str(exc)
+        if any(m in text for m in ("stopped SparkContext", "SparkContext was shut down",
+                                   "SparkContext has been shutdown",
+                                   # PySpark reading a Java error from a JVM half shut down
+                                   "py4j.reflection.TypeUtil.isInstanceOf does not exist in the JVM")):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
