@@ -280,12 +280,20 @@ def _launch_jvm_in_own_session(settings: dict[str, str]) -> None:
     if "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None:
         return
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    logging.getLogger().addFilter(_py4j_lost_connection)
     gateway = launch_gateway(conf, {"start_new_session": True})
     SparkContext._ensure_initialized(gateway=gateway)
     try:  # the JVM halts as soon as this Python is gone (resources/ParentWatch.java)
         gateway.jvm.floeline.ParentWatch.start(os.getpid())
     except Exception as exc:  # no floeline jar: it still exits on its stdin's EOF, slower
         log.warning("Spark's JVM will not halt at once if this process is killed: %s", exc)
+
+
+def _py4j_lost_connection(record: logging.LogRecord) -> bool:
+    """Drop py4j's own report (on the root logger, with a traceback) of a command cut
+    off by the JVM's end: floeline says what that means itself (a clean stop when a
+    stop signal reached the JVM, else 'Spark's JVM ended under it')."""
+    return record.getMessage() != "Exception while sending command."
 
 
 def under_spark_submit() -> bool:
