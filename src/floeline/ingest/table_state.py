@@ -99,9 +99,10 @@ class TableState:
         """A one-pass write failed: the general path goes next, the schema is re-read;
         `committing`: it failed in its commit, which may have landed all the same."""
         self.one_pass_ready = False
-        self.forget_schema()
         if committing:
             self.commit_failed()
+        else:
+            self.forget_schema()
 
     def commit_failed(self) -> None:
         """A commit raised: the table may have changed under us (read its schema again),
