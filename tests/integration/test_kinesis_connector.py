@@ -303,7 +303,10 @@ def test_two_streams_into_two_tables(aws, kinesis_config, run_connector, read_ta
 
 
 def test_a_second_connector_with_the_same_application_waits_as_a_standby(
-        aws, kinesis_config, read_table, spark):
+        aws, kinesis_config, read_table, spark, tmp_path):
+    """The standby runs elsewhere (a Spark checkpoint of its own, the same warehouse):
+    what the active run commits while the standby waits is not read again."""
+    from floeline.config import config_from_dict
     from floeline.ingest import Connector
 
     stream = stream_name("standby")
@@ -313,14 +316,22 @@ def test_a_second_connector_with_the_same_application_waits_as_a_standby(
     active = Connector(config, spark)
     active_run = threading.Thread(target=active.run, daemon=True)
     active_run.start()
-    deadline = time.time() + 120
-    while time.time() < deadline and sum(r.records_read for r in active.reports) < 3:
-        time.sleep(0.2)
-    standby = Connector(config, spark)
+
+    def active_read(count: int) -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline and sum(r.records_read for r in active.reports) < count:
+            time.sleep(0.2)
+        assert sum(r.records_read for r in active.reports) >= count
+
+    active_read(3)
+    elsewhere = config_from_dict({**config.raw, "floeline.checkpoint.dir": str(tmp_path / "standby")})
+    standby = Connector(elsewhere, spark)
     standby_run = threading.Thread(target=lambda: standby.run(until_caught_up=True), daemon=True)
     standby_run.start()
     time.sleep(3)
     assert standby_run.is_alive() and not standby.reports  # waiting for the leases
+    placed += put(aws, stream, orders(100, 4))  # committed by the active run meanwhile
+    active_read(7)
     active.stop()
     active_run.join(120)
     placed += put(aws, stream, orders(3, 2))

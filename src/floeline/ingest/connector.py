@@ -88,6 +88,7 @@ class Connector:
         """The source's streaming DataFrame, each channel starting right after the
         position its table holds (a Spark checkpoint made before an offsets change of
         the tables is set aside first: checkpoint_guard.py)."""
+        self.source.claim()  # a standby waits here: the positions are read after it
         channels = self.source.channels()
         self.routes = sorted({c.route for c in channels})
         committed = self.pipeline.committed(channels)

@@ -166,6 +166,11 @@ class Source(Protocol):
     def route_of(self, channel: str) -> str:
         """The route (topic / stream) of a channel id."""
 
+    def claim(self) -> None:
+        """Before the tables' positions are read: become the only reader of the
+        channels (Kinesis: take the shards' leases, waiting as a standby while another
+        live run holds them). Positions read before a wait could be stale by its end."""
+
     def open(self, spark, committed: Committed, has_checkpoint: bool):
         """The source's streaming DataFrame (its own columns). Without a Spark
         checkpoint, each channel starts right after its committed position (else where

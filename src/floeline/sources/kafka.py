@@ -105,6 +105,9 @@ class KafkaSource:
             limit = min(limit, max(1, int(self.config.size_bytes // self.record_bytes)))
         return limit
 
+    def claim(self) -> None:
+        """No standby: nothing to wait for."""
+
     def open(self, spark, committed: Committed, has_checkpoint: bool):
         cfg = self.config
         starts = self.start_offsets(committed)

@@ -112,6 +112,9 @@ class MemorySource:
     def route_of(self, channel: str) -> str:
         return self.log.channels()[channel]["route"]
 
+    def claim(self) -> None:
+        """No standby: nothing to wait for."""
+
     def open(self, spark, committed: Committed, has_checkpoint: bool):
         self._first = BatchEnd(dict(committed.positions), frozenset(committed.finished))
         spec = {"dir": str(self.log.dir), "committed": committed.positions,

@@ -141,12 +141,20 @@ class KinesisSource:
 
     # ---- the stream -----------------------------------------------------------------
 
-    def open(self, spark, committed: Committed, has_checkpoint: bool):
+    def claim(self) -> None:
+        """Take every shard's lease; a standby waits here (see the module doc). The
+        connector reads the tables' positions after this: the run that held the leases
+        may have committed until the moment it stopped."""
         channels = [c.id for c in self.channels()]
         self.leases.ensure_table()
-        self._take_leases(channels, wait_s=None)  # a standby waits here (see module doc)
+        self._take_leases(channels, wait_s=None)
         self.leases.start_renewing()
         self._leased = True
+
+    def open(self, spark, committed: Committed, has_checkpoint: bool):
+        if not self._leased:
+            self.claim()
+        channels = [c.id for c in self.channels()]
         positions, finished = dict(committed.positions), set(committed.finished)
         by_key = {self._lease_key(c): c for c in channels}
         for key, checkpoint in self.leases.checkpoints().items():
