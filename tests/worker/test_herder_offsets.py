@@ -9,15 +9,13 @@ from collections import Counter
 
 import pytest
 
-pytest.importorskip("floeline.worker.offsets", reason="worker/offsets.py comes from the offsets branch")
-
-from floeline.dev import kafka as devkafka  # noqa: E402
-from floeline.warehouse.storage import LocalStorage  # noqa: E402
-from floeline.worker.errors import BadRequest  # noqa: E402
-from floeline.worker.herder import Herder  # noqa: E402
-from floeline.worker.settings import worker_settings_from_dict  # noqa: E402
-from floeline.worker.store import ConnectorStore  # noqa: E402
-from worker_services import (coordinates, kafka, produce_numbered, spark,  # noqa: E402,F401
+from floeline.dev import kafka as devkafka
+from floeline.warehouse.storage import LocalStorage
+from floeline.worker.errors import BadRequest
+from floeline.worker.herder import Herder
+from floeline.worker.settings import worker_settings_from_dict
+from floeline.worker.store import ConnectorStore
+from worker_services import (coordinates, kafka, produce_numbered, spark,  # noqa: F401
                              topic_name, wait_for, wait_rows)
 
 pytestmark = pytest.mark.integration
