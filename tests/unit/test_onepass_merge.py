@@ -23,7 +23,17 @@ def test_the_after_image_is_read_into_the_columns_and_the_key_from_the_record_ke
     assert p.keys == [("ID", "_c1")]
     by_column = {c: v for c, _s, v in p.columns}
     assert by_column["ID"] == "k.`id`" and by_column["NAME"] == "j.after.`name`"
-    assert "'op'" in by_column["RECORD_METADATA"]  # the change's op and ts_ms join RECORD_METADATA
+    assert by_column["RECORD_METADATA"] == "_meta"  # made after the dedupe, with the change's op and ts_ms
+
+
+def test_record_metadata_gets_the_changes_op_always_and_its_ts_ms_when_it_has_one():
+    from floeline.config import MetadataFlags
+    from floeline.records.metadata import kafka_metadata_sql
+    sql = kafka_metadata_sql(MetadataFlags(), "0", extra=onepass_merge.CHANGE_FIELDS)
+    branches = sql.split(" WHEN ")[1:]
+    assert branches and all("'op', _op" in b for b in branches)
+    assert sum("'ts_ms', _ts_ms" in b for b in branches) * 2 == len(branches)
+    assert all(("'ts_ms', _ts_ms" in b) == ("_ts_ms IS NOT NULL" in b) for b in branches)
 
 
 def test_the_check_sends_every_unusual_record_to_the_general_path():

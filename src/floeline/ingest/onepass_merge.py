@@ -43,9 +43,10 @@ from floeline.ingest.upsert_sink import with_key_fields
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import shaping
 from floeline.records.changes import (
-    DELETE_OP, UPSERT_OPS, key_fields_of, latest_per_key, metadata_with_change_sql)
+    DELETE_OP, UPSERT_OPS, key_fields_of, latest_per_key)
 from floeline.records.columns import METADATA_COLUMN, TableSchema
 from floeline.records.content import parse_object_schema, quote_column, sql_string
+from floeline.records.metadata import field, field_unless_null
 from floeline.records.values_to_columns import SERVER_SIDE, Rules, rules_for
 from floeline.sources.base import BatchEnd
 from floeline.warehouse.commits import first_lines, merge
@@ -58,6 +59,9 @@ ENVELOPE_FIELDS = frozenset({"before", "after", "source", "op", "ts_ms", "ts_us"
 
 
 UPSERT_OPS_SQL = ", ".join(f"'{op}'" for op in UPSERT_OPS)
+# RECORD_METADATA's fields a change adds (as records/changes.py's metadata_with_change_sql
+# does on the general path): op, never NULL here, and ts_ms when the event has one.
+CHANGE_FIELDS = (field("op", "_op"), field_unless_null("ts_ms", "_ts_ms"))
 
 @dataclass(frozen=True)
 class MergePlan:
@@ -89,9 +93,8 @@ def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: f
         match, source = column_match_key(column.name), f"_c{i}"
         fields = by_column.get(match, [])
         if column.name.upper() == METADATA_COLUMN and not fields:
-            meta = metadata_with_change_sql("_meta")
-            columns.append((column.name, source, meta if column.type == "variant"
-                            else f"CAST(to_json({meta}) AS {column.type})"))
+            columns.append((column.name, source, "_meta" if column.type == "variant"
+                            else f"CAST(to_json(_meta) AS {column.type})"))
             continue
         if len(fields) > 1 or column.default is not None:
             return None
@@ -132,7 +135,9 @@ def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: f
         checks.append(headers_check)
     after = f"STRUCT<{', '.join(after_fields)}>" if after_fields else "STRING"
     return MergePlan(
-        value_schema=(f"op STRING, ts_ms BIGINT, source STRUCT<ts_ms: BIGINT>, before STRING, "
+        # before: only whether there is one (an empty struct: its fields are skipped,
+        # not copied into a string as a STRING field's would be)
+        value_schema=(f"op STRING, ts_ms BIGINT, source STRUCT<ts_ms: BIGINT>, before STRUCT<>, "
                       f"after {after}, {CORRUPT_FIELD} STRING"),
         key_schema=f"{', '.join(key_json)}, {CORRUPT_FIELD} STRING",
         columns=columns, keys=keys, unusual=" OR ".join(f"({c})" for c in checks),
@@ -172,12 +177,12 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         return None
     report = BatchReport(batch_id)
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
+    carried = [c for c in df.columns if c != "value"]  # what RECORD_METADATA is made of
     changes_read = df.selectExpr(
-        "channel AS _src_channel", "position AS _src_position", "timestamp AS _src_timestamp",
-        "key", "value", "headers", "value IS NULL OR length(value) = 0 AS _tombstone",
+        *carried, "value", "channel AS _src_channel", "position AS _src_position",
+        "timestamp AS _src_timestamp", "value IS NULL OR length(value) = 0 AS _tombstone",
         f"{from_json_sql(plan.value_schema)} AS j",
         f"{from_json_sql(plan.key_schema, 'key')} AS k",
-        f"{pipeline.source.metadata_sql(cfg.metadata, push_time)} AS _meta",
     ).selectExpr("*", f"CASE WHEN _tombstone THEN '{DELETE_OP}' ELSE j.op END AS _op",
                  "CASE WHEN _tombstone THEN NULL ELSE coalesce(j.ts_ms, j.source.ts_ms) END AS _ts_ms",
                  ).selectExpr("*", f"_op <=> '{DELETE_OP}' AS _delete")
@@ -189,8 +194,9 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         F.percentile_approx(F.unix_millis("_src_timestamp"), 0.5).alias("ts_mid"))
     # The check sits inside the first key column: the window partitions by it, so it is
     # computed for every record the batch holds (a separate column would be pruned).
-    # RECORD_METADATA is made once the last change per key is known (its op and ts_ms
-    # added to it cost a map per row: half the rows are gone by then).
+    # RECORD_METADATA is made once the last change per key is known (most rows are gone
+    # by then), from the source's columns, with the change's op and ts_ms: adding them to
+    # a made RECORD_METADATA (variant -> map -> variant) took ~40 % of the dedupe's job.
     first_source = plan.keys[0][1]
     selected, final = [], []
     for name, source, value in plan.columns:
@@ -202,9 +208,10 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         selected.append(f"{value} AS {source}")
         final.append(source)
     rows = changes_read.where(f"NOT ({skipped})").selectExpr(
-        "_src_channel", "_src_position", "_src_timestamp", "_ts_ms", "_delete", "_op", "_meta", *selected)
+        *carried, "_src_channel", "_src_position", "_src_timestamp", "_ts_ms", "_delete", "_op", *selected)
+    meta = pipeline.source.metadata_sql(cfg.metadata, push_time, extra=CHANGE_FIELDS)
     latest = latest_per_key(rows, [s for _c, s in plan.keys], len(channels) > 1).selectExpr(
-        *final, "_delete")
+        "*", f"{meta} AS _meta").selectExpr(*final, "_delete")
     positions = {ch: last for ch, (_before, last) in channels.items()}
     after = state.after(positions, finished)
     try:

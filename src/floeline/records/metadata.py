@@ -18,7 +18,7 @@ parsing it back."""
 from __future__ import annotations
 
 from itertools import product
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     from floeline.config import MetadataFlags
@@ -28,6 +28,20 @@ if TYPE_CHECKING:
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 _EMPTY = "parse_json('{}')"
 
+# More fields for a builder (`extra`): per field, its alternatives as `object_sql` takes
+# them. Made by `field` and `field_unless_null`.
+Extra = Sequence[list[tuple[str | None, str]]]
+
+
+def field(name: str, value_sql: str) -> list[tuple[str | None, str]]:
+    """An extra field every record has (`value_sql` is never NULL)."""
+    return [(f"'{name}', {value_sql}", "true")]
+
+
+def field_unless_null(name: str, value_sql: str) -> list[tuple[str | None, str]]:
+    """An extra field a record has when `value_sql` is not NULL (else it is left out)."""
+    return [(f"'{name}', {value_sql}", f"{value_sql} IS NOT NULL"), (None, f"{value_sql} IS NULL")]
+
 
 def _push_sql(push_time_ms: int | str) -> str:
     """`push_time_ms` is the epoch ms, or a BIGINT SQL expression giving it (jvm.py's
@@ -35,7 +49,7 @@ def _push_sql(push_time_ms: int | str) -> str:
     return push_time_ms if isinstance(push_time_ms, str) else f"CAST({int(push_time_ms)} AS BIGINT)"
 
 
-def _object_sql(options: list[list[tuple[str | None, str]]]) -> str:
+def object_sql(options: Extra) -> str:
     """CASE over every combination of optional fields: `options` holds, per optional
     part, its alternatives as (fields SQL or None, condition)."""
     branches = []
@@ -48,11 +62,12 @@ def _object_sql(options: list[list[tuple[str | None, str]]]) -> str:
 
 
 def kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, key_json: str | None = None,
-                       headers_json: str | None = None) -> str:
+                       headers_json: str | None = None, extra: Extra = ()) -> str:
     """RECORD_METADATA of a Kafka record (NULL when snowflake.metadata.all=false).
     `key_json` / `headers_json` name columns holding the key / the headers as JSON text
     (converted in Python: a JSON or Avro key as its object, headers by header.converter);
-    without them the key and the header values are their UTF-8 text."""
+    without them the key and the header values are their UTF-8 text. `extra`: more
+    fields (a change event's op and ts_ms)."""
     if not flags.all_:
         return "CAST(NULL AS VARIANT)"
     base = []
@@ -84,11 +99,12 @@ def kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, key_json: 
     options = [[(_join(*base, time_field), condition) for time_field, condition in times]]
     if push:
         options.append([(push, "true")])
-    return _object_sql(options + [key, headers])
+    return object_sql(options + [key, headers, *extra])
 
 
-def kinesis_metadata_sql(flags: MetadataFlags, push_time_ms: int | str) -> str:
-    """RECORD_METADATA of a Kinesis record (NULL when snowflake.metadata.all=false)."""
+def kinesis_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, extra: Extra = ()) -> str:
+    """RECORD_METADATA of a Kinesis record (NULL when snowflake.metadata.all=false);
+    `extra`: more fields."""
     if not flags.all_:
         return "CAST(NULL AS VARIANT)"
     fields = []
@@ -106,7 +122,7 @@ def kinesis_metadata_sql(flags: MetadataFlags, push_time_ms: int | str) -> str:
         options.append([("'subSequenceNumber', source.subSequenceNumber",
                          "source.subSequenceNumber IS NOT NULL"),
                         (None, "source.subSequenceNumber IS NULL")])
-    return _object_sql(options)
+    return object_sql(options + list(extra))
 
 
 def _join(*parts: str | None) -> str | None:

@@ -186,9 +186,10 @@ class Source(Protocol):
         """Where the query's first batch starts (the resolved start positions)."""
 
     def metadata_sql(self, flags, push_time_sql: str, key_json: str | None = None,
-                     headers_json: str | None = None) -> str:
+                     headers_json: str | None = None, extra=()) -> str:
         """SQL over the normalized columns: RECORD_METADATA as a VARIANT. `key_json` /
-        `headers_json`: columns holding the converted key / headers as JSON text."""
+        `headers_json`: columns holding the converted key / headers as JSON text;
+        `extra`: more fields (records/metadata.py's `field`, `field_unless_null`)."""
 
     def describe(self, source_fields: dict) -> str:
         """A record's coordinates for messages: `topic=orders partition=0 offset=5`."""

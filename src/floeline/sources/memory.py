@@ -23,6 +23,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from floeline.naming import table_for_topic
+from floeline.records.metadata import object_sql
 from floeline.sources.base import BatchEnd, Channel, Committed, Head, position_after
 
 FORMAT = "floeline_memory"
@@ -136,10 +137,10 @@ class MemorySource:
     def start_of_first_batch(self) -> BatchEnd | None:
         return self._first
 
-    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None) -> str:
+    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=()) -> str:
         if not flags.all_:
             return "CAST(NULL AS VARIANT)"
-        return "to_variant_object(named_struct('channel', channel, 'position', position))"
+        return object_sql([[("'channel', channel, 'position', position", "true")], *extra])
 
     def describe(self, fields: dict) -> str:
         return f"channel={fields.get('channel')} position={fields.get('position')}"

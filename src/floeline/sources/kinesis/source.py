@@ -200,9 +200,9 @@ class KinesisSource:
     def start_of_first_batch(self) -> BatchEnd | None:
         return self._first
 
-    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None) -> str:
+    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=()) -> str:
         # the partition key is text and Kinesis records have no headers
-        return kinesis_metadata_sql(flags, push_time_sql)
+        return kinesis_metadata_sql(flags, push_time_sql, extra)
 
     def describe(self, fields: dict) -> str:
         text = (f"stream={fields.get('stream')} shardId={fields.get('shardId')} "
