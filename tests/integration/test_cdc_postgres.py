@@ -1,8 +1,8 @@
 """Change data capture end to end (issue 27): a real PostgreSQL, Debezium's PostgreSQL
 connector in a real Kafka Connect worker, the local broker and `floeline run` with
 insert.mode=upsert. A snapshot (op=r) then streamed inserts, updates (one of the key),
-deletes with their tombstones, a column added with ALTER TABLE and a SIGKILL of
-floeline mid-stream; after each phase the Delta table equals the PostgreSQL table row
+deletes with their tombstones, a column added with ALTER TABLE, a SIGKILL of
+floeline mid-stream and a TRUNCATE (truncate.enabled=true); after each phase the Delta table equals the PostgreSQL table row
 for row, column for column, its values compared with types normalized (`same`): the
 columns must have the types Debezium's logical types stand for (Date -> DATE,
 MicroTimestamp -> TIMESTAMP_NTZ, ZonedTimestamp -> TIMESTAMP, Decimal -> NUMBER or its
@@ -90,7 +90,9 @@ def source(cdc_rig, kafka):
     table, prefix = f"customers_{suffix}", f"cdc_{suffix}"
     pg = cdc_rig.postgres
     pg.execute(CREATE.format(t=table), SNAPSHOT_ROWS.format(t=table))
-    capture(cdc_rig.worker, prefix, connector_config(pg, prefix, [f"public.{table}"], schemas_enable=True))
+    # skipped.operations=none: Debezium also captures TRUNCATE (it skips them by default)
+    capture(cdc_rig.worker, prefix, connector_config(pg, prefix, [f"public.{table}"], schemas_enable=True,
+                                                     **{"skipped.operations": "none"}))
     yield table, f"{prefix}.public.{table}"
     delete_connector(cdc_rig.worker, prefix)
 
@@ -139,7 +141,7 @@ def test_postgres_changes_land_as_the_same_table(cdc_rig, source, kafka, tmp_pat
         "name=cdc_postgres", f"topics={topic}", f"bootstrap.servers={kafka}",
         f"floeline.warehouse={warehouse}", f"snowflake.topic2table.map={topic}:{TABLE}",
         "snowflake.enable.schematization=true",
-        "insert.mode=upsert", "primary.key.mode=record_key", "delete.enabled=true",
+        "insert.mode=upsert", "primary.key.mode=record_key", "delete.enabled=true", "truncate.enabled=true",
         "key.converter=org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable=true",
         "value.converter=org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable=true",
         "buffer.flush.time=1"]
@@ -173,6 +175,10 @@ def test_postgres_changes_land_as_the_same_table(cdc_rig, source, kafka, tmp_pat
     restarted = FloelineRun(config)
     try:
         settle(spark, pg, table, table_path, restarted, "the restart after SIGKILL")
+        # 5. TRUNCATE in one transaction with the rows after it: only those are left.
+        pg_script(pg, f"begin; truncate {table}; insert into {table} (id, account, name) values "
+                      f"(1, 9000000001, 'Ada again'), (30, 9000000030, 'New'); commit")
+        settle(spark, pg, table, table_path, restarted, "a TRUNCATE and the rows inserted after it")
     finally:
         restarted.stop()
     assert restarted.returncode == 0, restarted.output()

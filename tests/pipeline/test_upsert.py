@@ -235,12 +235,15 @@ def bad_changes() -> list[dict]:
         def edit(value):
             value["op"] = name
         return edit
+
+    def without_after(value):
+        value["after"] = None
     return [recs[0],                                      # 0: snapshot of id 1
             {**recs[3], "key": None},                     # 1: no record key
             with_value(recs[4], without_op),              # 2: an envelope missing op
             with_value(recs[4], op("x")),                 # 3: an unknown op
             {**recs[4], "key": '{"id": null}'},           # 4: a null key field
-            with_value(recs[4], op("t")),                 # 5: a truncate
+            with_value(recs[4], without_after),           # 5: an insert without its after image
             recs[12]]                                     # 6: an update of id 4 (inserts it)
 
 
@@ -258,7 +261,7 @@ def test_bad_changes_are_row_errors_with_their_positions(memory_log, make_config
     assert "without op" in errors["2"]["ERROR"]
     assert "op x is not an op floeline applies" in errors["3"]["ERROR"]
     assert "primary key field id is missing or null in the record key" in errors["4"]["ERROR"]
-    assert "op t (a truncate)" in errors["5"]["ERROR"] and "skipped.operations=t" in errors["5"]["ERROR"]
+    assert "change event op c has no after image" in errors["5"]["ERROR"], errors["5"]["ERROR"]
 
     # A key that changed type (text for the NUMBER key column) is a row error of the write.
     recs = customers_records()
@@ -270,6 +273,43 @@ def test_bad_changes_are_row_errors_with_their_positions(memory_log, make_config
     assert errors["7"]["STAGE"] == "table write" and "ID" in errors["7"]["ERROR"], errors["7"]["ERROR"]
     rows = {int(r["ID"]): r for r in read_table("CUSTOMERS").collect()}
     assert set(rows) == {1, 4} and rows[4]["RATING"] == 3.0  # the change after it applied
+
+
+def truncate_event(like: dict) -> dict:
+    """Debezium's TRUNCATE event for the table of recorded record `like`: no key, op t,
+    no images, `like`'s source block (the shape Debezium's PostgreSQL connector writes
+    with skipped.operations=none and schemas.enable=false)."""
+    value = json.loads(like["value"])
+    return {**like, "key": None, "value": json.dumps({
+        "before": None, "after": None, "source": value["source"], "transaction": None,
+        "op": "t", "ts_ms": value["ts_ms"]})}
+
+
+def test_a_truncate_empties_the_table_with_truncate_enabled_and_is_skipped_without(
+        memory_log, make_config, run_memory, read_table):
+    """truncate.enabled=false (the default, as in Debezium's sink): a truncate event is
+    skipped and counted. true: the table loses every row it held and the batch's changes
+    before the truncate; those after it land, in this batch and the next."""
+    recs = customers_records()
+    channel, topic = "pg_plain.public.customers/0", "pg_plain.public.customers"
+
+    def append(records):
+        memory_log.append(channel, topic, [r["value"] for r in records], keys=[r["key"] for r in records])
+
+    append([recs[0], recs[1], recs[2], truncate_event(recs[2]), recs[3]])  # ids 1, 2, 3, a truncate, 4
+    connector = run_memory(upsert_config(make_config))
+    assert {int(r["ID"]) for r in read_table("CUSTOMERS").collect()} == {1, 2, 3, 4}
+    assert sum(r.skipped for r in connector.reports) == 1
+
+    append([recs[4], truncate_event(recs[4]), recs[5]])  # id 5, a truncate, an update of id 1
+    connector = run_memory(upsert_config(make_config, truncate__enabled="true"))
+    rows = {int(r["ID"]): r for r in read_table("CUSTOMERS").collect()}
+    assert set(rows) == {1} and rows[1]["NAME"] == "Ada L."  # the update after the truncate
+    assert sum(r.skipped for r in connector.reports) == 0
+
+    append([truncate_event(recs[5]), recs[12]])  # a truncate in a batch of its own, then id 4
+    run_memory(upsert_config(make_config, truncate__enabled="true", buffer__count__records=1))
+    assert {int(r["ID"]) for r in read_table("CUSTOMERS").collect()} == {4}
 
 
 def test_bad_changes_after_one_pass_batches_fall_back_to_row_errors(memory_log, make_config, run_memory,

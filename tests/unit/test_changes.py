@@ -4,6 +4,10 @@ tests/pipeline/test_upsert.py."""
 
 from __future__ import annotations
 
+import pytest
+
+from floeline.config import config_from_dict
+from floeline.errors import ConfigError
 from floeline.ingest.upsert_sink import _merged, with_key_fields
 from floeline.records.changes import ChangePlan, key_fields_of
 from floeline.records.shaping import fields_of
@@ -31,6 +35,21 @@ def test_the_merge_deletes_updates_and_inserts_by_key():
         "WHEN MATCHED THEN UPDATE SET t.`NAME` = s.`_c2`, t.`RECORD_METADATA` = s.`_c0` "
         "WHEN NOT MATCHED AND NOT s.`_delete` THEN INSERT (`ID`, `NAME`, `RECORD_METADATA`) "
         "VALUES (s.`_c1`, s.`_c2`, s.`_c0`)")
+
+
+def test_a_merge_with_a_truncate_also_deletes_every_row_the_source_does_not_write():
+    sql = merge_sql("/w/T", "v", [("ID", "_c0")], [("ID", "_c0"), ("NAME", "_c1")], "_delete", truncate=True)
+    assert sql.endswith("VALUES (s.`_c0`, s.`_c1`) WHEN NOT MATCHED BY SOURCE THEN DELETE")
+    assert "NOT MATCHED BY SOURCE" not in merge_sql("/w/T", "v", [("ID", "_c0")], [("ID", "_c0")], "_delete")
+
+
+def test_truncate_enabled_is_debeziums_setting_and_needs_upsert():
+    base = {"name": "c", "topics": "t", "insert.mode": "upsert", "primary.key.mode": "record_key"}
+    assert not config_from_dict(base).changes.truncate_enabled  # skipped, as Debezium's sink does
+    assert config_from_dict({**base, "truncate.enabled": "true"}).changes.truncate_enabled
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({"name": "c", "topics": "t", "truncate.enabled": "true"})
+    assert "truncate.enabled" in str(info.value) and "insert.mode=upsert" in str(info.value)
 
 
 def test_a_merge_of_key_columns_alone_has_no_update_and_quotes_every_name():

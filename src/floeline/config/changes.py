@@ -13,6 +13,10 @@ The keys are Debezium's JDBC sink's, so a config written for it reads the same h
   delete.enabled       false (default: a delete or tombstone is skipped and counted) or
                        true (it deletes the row); needs primary.key.mode=record_key, as
                        in Debezium's sink
+  truncate.enabled     false (default: a truncate event, Debezium's op t, is skipped and
+                       counted, as Debezium's sink skips it) or true (it empties the
+                       table: every row it held, and the batch's earlier changes of the
+                       truncate's partition; later changes are applied after it)
   floeline.cdc.changes.table   true: also append every change as it came to
                        <TABLE>_CHANGES beside the table, for audit (default false)
 """
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 KEYS = frozenset({"insert.mode", "primary.key.mode", "primary.key.fields", "delete.enabled",
-                  "floeline.cdc.changes.table"})
+                  "truncate.enabled", "floeline.cdc.changes.table"})
 INSERT_MODES = ("insert", "upsert")
 PRIMARY_KEY_MODES = ("none", "record_key", "record_value")
 
@@ -36,6 +40,7 @@ class ChangeSettings:
     primary_key_mode: Literal["none", "record_key", "record_value"] = "none"  # primary.key.mode
     primary_key_fields: tuple[str, ...] = ()  # primary.key.fields, in the order given
     delete_enabled: bool = False  # delete.enabled
+    truncate_enabled: bool = False  # truncate.enabled: op t empties the table
     changes_table: bool = False  # floeline.cdc.changes.table: also keep <TABLE>_CHANGES
 
     @property
@@ -62,6 +67,7 @@ def read_change_settings(reader, schematization: bool, method: str) -> ChangeSet
                                            "record_key / record_value")
     fields = tuple(f.strip() for f in (reader.text("primary.key.fields") or "").split(",") if f.strip())
     delete_enabled = reader.boolean("delete.enabled", False)
+    truncate_enabled = reader.boolean("truncate.enabled", False)
     changes_table = reader.boolean("floeline.cdc.changes.table", False)
     if insert_mode == "upsert":
         if key_mode == "none":
@@ -81,8 +87,13 @@ def read_change_settings(reader, schematization: bool, method: str) -> ChangeSet
     if delete_enabled and key_mode != "record_key":
         reader.problem("delete.enabled", "delete.enabled=true needs primary.key.mode=record_key (a delete "
                                          "carries no value to take the key from), as in Debezium's sink")
+    if truncate_enabled and insert_mode != "upsert":
+        reader.problem("truncate.enabled", "truncate.enabled=true empties a table merged by key and needs "
+                                           "insert.mode=upsert; with insert.mode=insert a truncate event "
+                                           "is appended as a row like any record: remove the key")
     if changes_table and insert_mode != "upsert":
         reader.problem("floeline.cdc.changes.table", "floeline.cdc.changes.table keeps the change log of "
                                                      "insert.mode=upsert; with insert.mode=insert every "
                                                      "record is appended already: remove the key")
-    return ChangeSettings(insert_mode, key_mode, fields, delete_enabled, changes_table)
+    return ChangeSettings(insert_mode, key_mode, fields, delete_enabled=delete_enabled,
+                          truncate_enabled=truncate_enabled, changes_table=changes_table)

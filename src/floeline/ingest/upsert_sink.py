@@ -14,10 +14,16 @@ Per table:
   4. the table created (key columns NOT NULL) or evolved from the changes' rows
      (table_preparer.py), the rows shaped by the default pipe (records/shaping.py);
   5. the last change per key (records/changes.latest_per_key) MERGEd:
-     warehouse/commits.merge, positions in the MERGE's own commit."""
+     warehouse/commits.merge, positions in the MERGE's own commit. A truncate event
+     (truncate.enabled=true) drops the changes before it on its channel, and the same
+     MERGE deletes every row the batch does not write: the table as it would be had the
+     source table been emptied at that point. Kafka keeps no order across partitions, so
+     the batch's changes on other channels count as after it (Debezium writes a table's
+     changes to one partition unless told otherwise)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -37,9 +43,13 @@ from floeline.records.changes import (
     CHANGE_STAGE, ChangePlan, change_events, change_rows, key_fields_of, latest_per_key)
 from floeline.records.content import parse_object_schema, sql_string
 from floeline.records.decode import AFTER_IMAGE_PREFIX
+from floeline.sources.base import Committed, max_position_sql
 from floeline.warehouse import tables
 from floeline.warehouse.commits import merge
 from floeline.warehouse.pipes import pipe_for_table
+from floeline.warehouse.positions import committed_filter_sql
+
+log = logging.getLogger("floeline")
 
 # Columns the shaped rows carry for the MERGE and the last-change-per-key rule.
 _CARRIED = ("_delete", "_ts_ms")
@@ -103,6 +113,11 @@ class UpsertSink:
             events, _rejected = self.bad.divert(events, "_change_error", sql_string(CHANGE_STAGE),
                                                 state.ref, report, lands.after)
         report.skipped += counts["skipped"]
+        truncated = self._truncated(events) if counts["truncates"] else {}
+        if truncated:  # the changes before a truncate on its channel are gone with the rows
+            events = events.where(committed_filter_sql(Committed(truncated)))
+            log.info("table %s is emptied by the batch's truncate events (%s)", state.ref.full_name,
+                     ", ".join(f"channel {ch} at {pos}" for ch, pos in sorted(truncated.items())))
         self._append_change_log(batch)  # before the table: never behind it
         prepared = self._shape(batch, lands, events, counts)
         if prepared is None:  # no table and nothing to create it with (deletes only)
@@ -112,7 +127,8 @@ class UpsertSink:
         shaped, rejected = self._divert_row_errors(batch, shaped, lands)
         applied -= rejected
         latest = latest_per_key(shaped, [s for _c, s in keys], len(batch.channels) > 1)
-        self._merge(batch, latest.select(*(s for _c, s in columns), "_delete"), keys, columns, lands)
+        self._merge(batch, latest.select(*(s for _c, s in columns), "_delete"), keys, columns, lands,
+                    truncate=bool(truncated))
         batch.phase("merge")
         # The next batch may take one pass (onepass_merge.py) when this one held only
         # Debezium envelopes and nothing went wrong: their after images' fields are known.
@@ -141,6 +157,7 @@ class UpsertSink:
         row = events.agg(
             F.count("_change_error").alias("errors"),
             F.count(F.when(F.expr("_change_error IS NULL AND _skipped"), 1)).alias("skipped"),
+            F.count(F.when(F.expr("_change_error IS NULL AND _truncate AND NOT _skipped"), 1)).alias("truncates"),
             F.count(F.when(F.expr(f"{applied} AND NOT _delete"), 1)).alias("upserts"),
             F.expr(f"schema_of_variant_agg(CASE WHEN {applied} THEN _image END)").alias("images"),
             F.expr(f"schema_of_variant_agg(CASE WHEN {applied} THEN _old_key END)").alias("old_keys"),
@@ -161,7 +178,15 @@ class UpsertSink:
             fields = key_fields_of(merged["s"] if merged else None)
             if fields:
                 self._key_fields[ref.full_name] = fields
-        return ChangePlan(settings.primary_key_mode, tuple(fields), settings.delete_enabled)
+        return ChangePlan(settings.primary_key_mode, tuple(fields), settings.delete_enabled,
+                          settings.truncate_enabled)
+
+    @staticmethod
+    def _truncated(events) -> dict[str, str]:
+        """Channel -> the position of its last truncate event applied in this batch."""
+        rows = (events.where("_truncate AND NOT _skipped AND _change_error IS NULL")
+                .groupBy("channel").agg(F.expr(max_position_sql("position")).alias("position")).collect())
+        return {row["channel"]: row["position"] for row in rows}
 
     def _shape(self, batch: TableBatch, lands: Landing, events, counts):
         """The changes in the table's columns (the table created or evolved for them):
@@ -223,11 +248,11 @@ class UpsertSink:
         return self.bad.divert(shaped, "_row_error", "'table write'", batch.state.ref,
                                batch.report, lands.after, "_src_")
 
-    def _merge(self, batch: TableBatch, source, keys, columns, lands: Landing) -> None:
+    def _merge(self, batch: TableBatch, source, keys, columns, lands: Landing, truncate: bool) -> None:
         state = batch.state
         try:
             merge(source, state.ref, self.config.name, lands.after, self.before_commit,
-                  keys=keys, columns=columns, delete="_delete")
+                  keys=keys, columns=columns, delete="_delete", truncate=truncate)
         except (TableError, ServiceUnavailable):
             state.commit_failed()
             self.metrics.table_commit_error(state.ref.full_name)

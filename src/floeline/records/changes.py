@@ -12,9 +12,12 @@ A record is one change to one row of a source table, identified by its primary k
                         row) is upserted as it is; `__deleted` = "true" (the SMT's
                         rewrite mode) or `__op` = "d" deletes; `__op` names the op.
   a tombstone           (a null or empty value) deletes its key.
+  a truncate            Debezium's op t (`source`, no after image, no key) empties the
+                        table with truncate.enabled=true (upsert_sink.py applies it).
 
-Deletes and tombstones are applied with delete.enabled=true and otherwise skipped (and
-counted): they never become errors then, even without a key. The primary key comes from
+Deletes and tombstones are applied with delete.enabled=true and truncates with
+truncate.enabled=true; otherwise they are skipped (and counted), as Debezium's sink
+skips them: they never become errors then, even without a key. The primary key comes from
 the record key's fields (primary.key.mode=record_key: primary.key.fields selects them,
 all of the key's fields when empty; a key that is not a struct is the one column
 primary.key.fields names) or from the `after` image (record_value). Under record_value
@@ -35,6 +38,7 @@ from floeline.records.content import parse_object_schema, sql_string, variant_pa
 
 UPSERT_OPS = ("c", "u", "r")  # create, update, snapshot read: the after image is the row
 DELETE_OP = "d"
+TRUNCATE_OP = "t"  # the source table was emptied (Debezium's TRUNCATE event)
 CHANGE_STAGE = "change event"  # the stage a change's row error is reported at
 
 
@@ -42,10 +46,11 @@ CHANGE_STAGE = "change event"  # the stage a change's row error is reported at
 class ChangePlan:
     """How one table's records become changes: where the primary key comes from, its
     fields (for record_key with primary.key.fields empty, the record key's fields as the
-    table or the batch knows them) and whether deletes are applied."""
+    table or the batch knows them) and whether deletes and truncates are applied."""
     key_mode: str  # "record_key" | "record_value"
     key_fields: tuple[str, ...]
     delete_enabled: bool
+    truncate_enabled: bool = False
 
     @property
     def from_record_key(self) -> bool:
@@ -80,7 +85,8 @@ def change_events(rows, plan: ChangePlan):
     """`rows` (decoded, bad records taken out) with what each record does:
     `_op` (c, u, r, d, or the __op of a flattened record; NULL when it has none),
     `_ts_ms` (the change's time: Debezium's ts_ms, else source.ts_ms / __ts_ms),
-    `_delete`, `_skipped` (a delete with delete.enabled=false), `_image` (the row to
+    `_delete`, `_truncate` (a truncate event), `_skipped` (a delete with
+    delete.enabled=false, a truncate with truncate.enabled=false), `_image` (the row to
     write: the after image with the key's fields, or for a delete the key alone),
     `_old_key` (record_value: the key an update moved the row from) and
     `_change_error` (why the record cannot be applied, naming the fix; NULL when fine)."""
@@ -100,9 +106,10 @@ def change_events(rows, plan: ChangePlan):
         f"CASE WHEN _envelope THEN {_get('_d', 'after')} ELSE _d END AS _after",
         f"CASE WHEN _envelope THEN {_get('_d', 'before')} END AS _before")
     ops = ops.selectExpr("*", f"_op <=> '{DELETE_OP}' AS _delete",
-                         f"{_structural_error_sql()} AS _shape_error")
-    ops = ops.selectExpr("*", f"_delete AND _shape_error IS NULL AND NOT {_bool(plan.delete_enabled)} "
-                              f"AS _skipped")
+                         f"_envelope AND _op <=> '{TRUNCATE_OP}' AS _truncate")
+    ops = ops.selectExpr("*", f"{_structural_error_sql()} AS _shape_error")
+    ops = ops.selectExpr("*", f"_shape_error IS NULL AND ((_delete AND NOT {_bool(plan.delete_enabled)}) "
+                              f"OR (_truncate AND NOT {_bool(plan.truncate_enabled)})) AS _skipped")
     keyed = ops.selectExpr("*", f"{_key_object_sql(plan)} AS _key_obj",
                            *([f"{_is_object_sql('_key')} AS _key_is_object"] if plan.from_record_key else []))
     keyed = keyed.selectExpr("*", f"{_key_error_sql(plan)} AS _key_error")
@@ -110,7 +117,7 @@ def change_events(rows, plan: ChangePlan):
                               f"{_old_key_sql(plan)} AS _old_key")
     return imaged.selectExpr(
         *[c for c in imaged.columns if c not in _WORK_COLUMNS],
-        "coalesce(_shape_error, _key_error, CASE WHEN NOT _skipped AND _image IS NULL "
+        "coalesce(_shape_error, _key_error, CASE WHEN NOT _skipped AND NOT _truncate AND _image IS NULL "
         f"THEN {sql_string(_NOT_AN_OBJECT)} END) AS _change_error")
 
 
@@ -120,12 +127,13 @@ _WORK_COLUMNS = frozenset({"_d", "_envelope", "_has_op", "_shape_error", "_key_e
 
 
 def change_rows(events):
-    """The changes to apply: one row per change that is neither an error nor skipped
+    """The changes to apply: one row per change that is neither an error, skipped nor a
+    truncate (upsert_sink.py applies those)
     (an update that moved its key under record_value gives two: the old key's delete
     and the new row), in the default pipe's input layout (records/shaping.py: `v` the
     row, `_meta` RECORD_METADATA with the change's `op` and `ts_ms`) plus `_delete` and
     `_ts_ms`. Call it on `change_events` without its errors."""
-    applied = events.where("NOT _skipped")
+    applied = events.where("NOT _skipped AND NOT _truncate")
     kept = [c for c in applied.columns if c not in ("v", "_meta", "_image", "_old_key", "_delete")]
     pairs = applied.selectExpr(
         *kept, f"{metadata_with_change_sql('_meta')} AS _meta",
@@ -203,10 +211,13 @@ def _unwrapped_sql(doc: str, check_op: bool = True) -> str:
 
 def _envelope_sql(doc: str) -> str:
     """SQL: TRUE when `doc` is Debezium's envelope: a before and/or after image with
-    `op` (or, without op, with `source` or both images: an envelope missing its op)."""
+    `op` (or, without op, with `source` or both images: an envelope missing its op), or
+    a truncate event (op t with `source`: its images may be left out)."""
     before, after = f"{_get(doc, 'before')} IS NOT NULL", f"{_get(doc, 'after')} IS NOT NULL"
+    source = f"{_get(doc, 'source')} IS NOT NULL"
+    truncate = f"try_variant_get({doc}, '$.op', 'string') <=> '{TRUNCATE_OP}' AND {source}"
     return (f"coalesce(({before} OR {after}) AND ({_get(doc, 'op')} IS NOT NULL OR "
-            f"{_get(doc, 'source')} IS NOT NULL OR ({before} AND {after})), false)")
+            f"{source} OR ({before} AND {after})), false) OR coalesce({truncate}, false)")
 
 
 def _flag_deleted_sql(doc: str) -> str:
@@ -220,18 +231,14 @@ def _structural_error_sql() -> str:
     missing_op = ("the value is a Debezium change event (before/after) without op: Debezium "
                   "always writes op (c, u, d or r); fix the producer, or flatten the events "
                   "with transforms=unwrap (io.debezium.transforms.ExtractNewRecordState)")
-    truncate = ("op t (a truncate) is not applied by insert.mode=upsert: keep Debezium's "
-                "skipped.operations=t on the source connector, or drop such events with a "
-                "Filter transform")
-    unknown = (" is not an op floeline applies (c, u, r upsert, d deletes): drop such events "
-               "with a Filter transform or at the source")
+    unknown = (" is not an op floeline applies (c, u, r upsert, d deletes; t truncates in a "
+               "Debezium envelope only): drop such events with a Filter transform or at the source")
     no_after = ("has no after image: Debezium writes the row's after image for c, u and r; "
                 "fix the producer")
     return (f"CASE WHEN _envelope AND NOT _has_op THEN {sql_string(missing_op)} "
-            f"WHEN _op = 't' THEN {sql_string(truncate)} "
-            f"WHEN _op IS NOT NULL AND _op NOT IN ({known}) "
+            f"WHEN _op IS NOT NULL AND _op NOT IN ({known}) AND NOT _truncate "
             f"THEN concat('change event op ', _op, {sql_string(unknown)}) "
-            f"WHEN _envelope AND NOT _delete AND NOT {_present('_after')} "
+            f"WHEN _envelope AND NOT _delete AND NOT _truncate AND NOT {_present('_after')} "
             f"THEN concat('change event op ', _op, ' ', {sql_string(no_after)}) END")
 
 
@@ -253,7 +260,7 @@ def _key_object_sql(plan: ChangePlan) -> str:
 
 def _key_error_sql(plan: ChangePlan) -> str:
     """SQL: why an applied change has no usable primary key (NULL when it has one)."""
-    applies = "_shape_error IS NULL AND NOT _skipped"
+    applies = "_shape_error IS NULL AND NOT _skipped AND NOT _truncate"
     if plan.from_record_key:
         no_key = ("the change has no record key, and primary.key.mode=record_key takes the "
                   "primary key from it: produce the records with their key (Debezium does), or "

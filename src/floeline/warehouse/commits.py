@@ -68,13 +68,14 @@ def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
 def merge(source, ref: TableRef, connector: str, after: Committed,
           check_owned: Callable[[], None] | None, keys: list[tuple[str, str]],
           columns: list[tuple[str, str]], delete: str, what: str | None = None,
-          materialized: bool = False) -> None:
+          materialized: bool = False, truncate: bool = False) -> None:
     """MERGE `source` into the table `ref` by primary key in one Delta commit whose
     userMetadata holds `connector`'s positions `after`, as `commit` does for appends
     (same ownership check first, same failures). `keys` and `columns`: (table column,
     source column) pairs, the key's and every column a source row gives (keys
     included); `delete`: the source's boolean column marking a delete. A matched key
-    is deleted or updated, an unmatched one inserted unless it is a delete.
+    is deleted or updated, an unmatched one inserted unless it is a delete; `truncate`:
+    every row of the table no source row matches is deleted too (a truncate).
 
     Delta's MERGE takes no userMetadata option: the session setting
     spark.databricks.delta.commitInfo.userMetadata is set for the statement, under a
@@ -92,7 +93,7 @@ def merge(source, ref: TableRef, connector: str, after: Committed,
         if materialized:
             settings[_MATERIALIZE_SOURCE_SETTING] = "none"
         with _session_settings(session, settings):
-            session.sql(merge_sql(ref.path, view, keys, columns, delete))
+            session.sql(merge_sql(ref.path, view, keys, columns, delete, truncate))
     except Exception as exc:
         raise commit_failure(exc, what, ref) from exc
     finally:
@@ -100,9 +101,10 @@ def merge(source, ref: TableRef, connector: str, after: Committed,
 
 
 def merge_sql(path: str, view: str, keys: list[tuple[str, str]], columns: list[tuple[str, str]],
-              delete: str) -> str:
+              delete: str, truncate: bool = False) -> str:
     """The MERGE statement of `merge`: matched and a delete -> DELETE; matched -> UPDATE
-    the non-key columns; not matched and not a delete -> INSERT."""
+    the non-key columns; not matched and not a delete -> INSERT; with `truncate`, a row
+    of the table that no source row matches -> DELETE."""
     on = " AND ".join(f"t.{quote_column(c)} = s.{quote_column(s)}" for c, s in keys)
     key_names = {c for c, _s in keys}
     updates = ", ".join(f"t.{quote_column(c)} = s.{quote_column(s)}" for c, s in columns
@@ -112,7 +114,8 @@ def merge_sql(path: str, view: str, keys: list[tuple[str, str]], columns: list[t
     update = f"WHEN MATCHED THEN UPDATE SET {updates} " if updates else ""
     return (f"MERGE INTO delta.{quote_column(path)} AS t USING {quote_column(view)} AS s ON {on} "
             f"WHEN MATCHED AND s.{quote_column(delete)} THEN DELETE {update}"
-            f"WHEN NOT MATCHED AND NOT s.{quote_column(delete)} THEN INSERT ({inserted}) VALUES ({values})")
+            f"WHEN NOT MATCHED AND NOT s.{quote_column(delete)} THEN INSERT ({inserted}) VALUES ({values})"
+            + (" WHEN NOT MATCHED BY SOURCE THEN DELETE" if truncate else ""))
 
 
 _USER_METADATA_SETTING = "spark.databricks.delta.commitInfo.userMetadata"
