@@ -297,18 +297,25 @@ def test_a_truncate_empties_the_table_with_truncate_enabled_and_is_skipped_witho
         memory_log.append(channel, topic, [r["value"] for r in records], keys=[r["key"] for r in records])
 
     append([recs[0], recs[1], recs[2], truncate_event(recs[2]), recs[3]])  # ids 1, 2, 3, a truncate, 4
-    connector = run_memory(upsert_config(make_config))
+    connector = run_memory(upsert_config(make_config, name="truncating"))
     assert {int(r["ID"]) for r in read_table("CUSTOMERS").collect()} == {1, 2, 3, 4}
     assert sum(r.skipped for r in connector.reports) == 1
 
-    append([recs[4], truncate_event(recs[4]), recs[5]])  # id 5, a truncate, an update of id 1
-    connector = run_memory(upsert_config(make_config, truncate__enabled="true"))
+    # id 5, a change without a key (a row error), a truncate, an update of id 1
+    append([recs[4], {**recs[3], "key": None}, truncate_event(recs[4]), recs[5]])
+    # The same connector again, now applying truncates: it resumes after position 4.
+    connector = run_memory(upsert_config(make_config, name="truncating", truncate__enabled="true",
+                                         errors__tolerance="all"))
+    assert sum(r.records_read for r in connector.reports) == 4
     rows = {int(r["ID"]): r for r in read_table("CUSTOMERS").collect()}
     assert set(rows) == {1} and rows[1]["NAME"] == "Ada L."  # the update after the truncate
     assert sum(r.skipped for r in connector.reports) == 0
+    errors = read_table("CUSTOMERS_ERRORS").collect()
+    assert [e["RECORD_POSITION"] for e in errors] == ["6"] and "has no record key" in errors[0]["ERROR"]
 
     append([truncate_event(recs[5]), recs[12]])  # a truncate in a batch of its own, then id 4
-    run_memory(upsert_config(make_config, truncate__enabled="true", buffer__count__records=1))
+    run_memory(upsert_config(make_config, name="truncating", truncate__enabled="true",
+                             buffer__count__records=1))
     assert {int(r["ID"]) for r in read_table("CUSTOMERS").collect()} == {4}
 
 

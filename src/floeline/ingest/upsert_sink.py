@@ -183,8 +183,9 @@ class UpsertSink:
 
     @staticmethod
     def _truncated(events) -> dict[str, str]:
-        """Channel -> the position of its last truncate event applied in this batch."""
-        rows = (events.where("_truncate AND NOT _skipped AND _change_error IS NULL")
+        """Channel -> the position of its last truncate event applied in this batch (a
+        truncate is never a row error: change_events gives it none)."""
+        rows = (events.where("_truncate AND NOT _skipped")
                 .groupBy("channel").agg(F.expr(max_position_sql("position")).alias("position")).collect())
         return {row["channel"]: row["position"] for row in rows}
 
