@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -111,15 +114,20 @@ def schema_registry(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def cdc_rig(kafka, tmp_path_factory):
+def cdc_rig(kafka):
     """A real PostgreSQL (wal_level=logical) and a Kafka Connect worker with Debezium's
     PostgreSQL connector on the test broker, for the change data capture tests (stopped
     at the end). `floeline.dev.debezium.capture` adds a connector to it."""
     from floeline.dev.debezium import start_rig
 
-    rig = start_rig(kafka, tmp_path_factory.mktemp("cdc"))
+    # Not under pytest's temporary directory: PostgreSQL runs as another user, which
+    # needs o+x on every parent, and a second pytest session on the machine resets
+    # pytest-of-<user> to 0700 (the server then PANICs on its own pg_control).
+    state = Path(tempfile.mkdtemp(prefix="floeline-cdc-"))
+    rig = start_rig(kafka, state)
     yield rig
     rig.stop()
+    shutil.rmtree(state, ignore_errors=True)
 
 
 class LocalAws:
