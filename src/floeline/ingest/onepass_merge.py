@@ -177,10 +177,11 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
         return None
     report = BatchReport(batch_id)
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
-    carried = [c for c in df.columns if c != "value"]  # what RECORD_METADATA is made of
+    # What RECORD_METADATA is made of and the last change per key is found by (channel,
+    # position, timestamp), each once: every byte carried is shuffled.
+    carried = [c for c in df.columns if c not in ("value", "route")]
     changes_read = df.selectExpr(
-        *carried, "value", "channel AS _src_channel", "position AS _src_position",
-        "timestamp AS _src_timestamp", "value IS NULL OR length(value) = 0 AS _tombstone",
+        *carried, "value", "value IS NULL OR length(value) = 0 AS _tombstone",
         f"{from_json_sql(plan.value_schema)} AS j",
         f"{from_json_sql(plan.key_schema, 'key')} AS k",
     ).selectExpr("*", f"CASE WHEN _tombstone THEN '{DELETE_OP}' ELSE j.op END AS _op",
@@ -190,8 +191,8 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
     changes_read = changes_read.observe(
         observed, F.count(F.lit(1)).alias("records"),
         F.count(F.when(F.expr(skipped), 1)).alias("skipped"),
-        F.min(F.unix_millis("_src_timestamp")).alias("ts_min"),
-        F.percentile_approx(F.unix_millis("_src_timestamp"), 0.5).alias("ts_mid"))
+        F.min(F.unix_millis("timestamp")).alias("ts_min"),
+        F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"))
     # The check sits inside the first key column: the window partitions by it, so it is
     # computed for every record the batch holds (a separate column would be pruned).
     # RECORD_METADATA is made once the last change per key is known (most rows are gone
@@ -207,10 +208,9 @@ def run_one_pass_merge(pipeline, df, batch_id: int, started: float, start: Batch
             value = f"CASE WHEN {plan.unusual} THEN raise_error({sql_string(FAILURE_MARK)}) ELSE {value} END"
         selected.append(f"{value} AS {source}")
         final.append(source)
-    rows = changes_read.where(f"NOT ({skipped})").selectExpr(
-        *carried, "_src_channel", "_src_position", "_src_timestamp", "_ts_ms", "_delete", "_op", *selected)
+    rows = changes_read.where(f"NOT ({skipped})").selectExpr(*carried, "_ts_ms", "_delete", "_op", *selected)
     meta = pipeline.source.metadata_sql(cfg.metadata, push_time, extra=CHANGE_FIELDS)
-    latest = latest_per_key(rows, [s for _c, s in plan.keys], len(channels) > 1).selectExpr(
+    latest = latest_per_key(rows, [s for _c, s in plan.keys], len(channels) > 1, prefix="").selectExpr(
         "*", f"{meta} AS _meta").selectExpr(*final, "_delete")
     positions = {ch: last for ch, (_before, last) in channels.items()}
     after = state.after(positions, finished)

@@ -152,23 +152,25 @@ def metadata_with_change_sql(meta: str) -> str:
 
 # ---- the last change per key ------------------------------------------------------------
 
-def latest_per_key(shaped, key_columns: list[str], several_channels: bool):
+def latest_per_key(shaped, key_columns: list[str], several_channels: bool, prefix: str = "_src_"):
     """The last change of each key in `shaped` (the default pipe's rows, `_src_*`
     columns and `_ts_ms` carried): within a channel by position; across channels by the
     change's ts_ms, then the record's timestamp. `key_columns`: the shaped key columns
-    (`_c<i>`). One shuffle: both windows share the partitioning by key."""
+    (`_c<i>`); `prefix`: of the channel, position and timestamp columns ("" for the
+    source's own). One shuffle: both windows share the partitioning by key."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    by_position = [F.length("_src_position").desc(), F.col("_src_position").desc()]
+    channel, position, timestamp = (f"{prefix}{c}" for c in ("channel", "position", "timestamp"))
+    by_position = [F.length(position).desc(), F.col(position).desc()]
     if not several_channels:
         window = Window.partitionBy(*key_columns).orderBy(*by_position)
         return shaped.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
     rows = shaped.repartition(*key_columns)
-    in_channel = Window.partitionBy(*key_columns, "_src_channel").orderBy(*by_position)
+    in_channel = Window.partitionBy(*key_columns, channel).orderBy(*by_position)
     across = Window.partitionBy(*key_columns).orderBy(
-        F.col("_ts_ms").desc_nulls_last(), F.col("_src_timestamp").desc_nulls_last(),
-        F.col("_src_channel").desc())
+        F.col("_ts_ms").desc_nulls_last(), F.col(timestamp).desc_nulls_last(),
+        F.col(channel).desc())
     rows = rows.withColumn("_rank", F.row_number().over(in_channel)).where("_rank = 1")
     return rows.withColumn("_rank", F.row_number().over(across)).where("_rank = 1").drop("_rank")
 
