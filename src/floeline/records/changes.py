@@ -128,9 +128,9 @@ _WORK_COLUMNS = frozenset({"_d", "_envelope", "_has_op", "_shape_error", "_key_e
 
 def change_rows(events):
     """The changes to apply: one row per change that is neither an error, skipped nor a
-    truncate (upsert_sink.py applies those)
-    (an update that moved its key under record_value gives two: the old key's delete
-    and the new row), in the default pipe's input layout (records/shaping.py: `v` the
+    truncate (upsert_sink.py applies truncates); an update that moved its key under
+    record_value gives two (the old key's delete and the new row). In the default pipe's
+    input layout (records/shaping.py: `v` the
     row, `_meta` RECORD_METADATA with the change's `op` and `ts_ms`) plus `_delete` and
     `_ts_ms`. Call it on `change_events` without its errors."""
     applied = events.where("NOT _skipped AND NOT _truncate")
