@@ -27,6 +27,7 @@ import ctypes
 import glob
 import json
 import os
+import platform
 import random
 import resource
 import subprocess
@@ -64,14 +65,36 @@ def _tree(root: int) -> list[int]:
     return found
 
 
+_KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}.get(platform.machine())
+_KCMP_VM = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def own_address_spaces(pids: list[int]) -> list[int]:
+    """`pids` without those that share an earlier one's memory. The JVM starts a
+    process (a Python worker, a shell command) with posix_spawn, whose child runs in
+    the JVM's own address space (clone with CLONE_VM) until it execs: a sample taken in
+    that instant counted the JVM twice (RSS and PSS alike), and a peak picks exactly such
+    samples. Linux's kcmp(KCMP_VM) says whether two processes share one."""
+    if _KCMP_SYSCALL is None:
+        return list(pids)
+    kept: list[int] = []
+    for pid in pids:
+        if not any(_libc.syscall(_KCMP_SYSCALL, pid, other, _KCMP_VM, 0, 0) == 0 for other in kept):
+            kept.append(pid)
+    return kept
+
+
 def _cpu_and_rss(pids: list[int]) -> tuple[float, int]:
     cpu, rss = 0.0, 0
+    counted = set(own_address_spaces(pids))
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{pid}/statm") as f:
-                rss += int(f.read().split()[1]) * _PAGE
+            if pid in counted:
+                with open(f"/proc/{pid}/statm") as f:
+                    rss += int(f.read().split()[1]) * _PAGE
         except OSError:
             continue
         cpu += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / _TICK

@@ -45,7 +45,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from bench_cold import _cpu_and_rss, _tree, timed_tree  # noqa: E402
+from bench_cold import _cpu_and_rss, _tree, own_address_spaces, timed_tree  # noqa: E402
 from bench_ingest import BARE_SCHEMA, produce_records  # noqa: E402
 from bench_scale import produce_spread  # noqa: E402
 
@@ -210,21 +210,36 @@ def child(args) -> int:
 
 # ---------------------------------------------------------------- the parent
 
-def tree_pss(pids: list[int]) -> int:
+def tree_pss(pids: list[int]) -> tuple[int, dict[str, int]]:
     """The tree's proportional set size (bytes): pages shared between its processes
-    counted once. Summed RSS counts a JVM twice while it forks a Python worker (the
-    child shares every page until it execs), which a 0.2 s sample catches."""
-    total = 0
-    for pid in pids:
+    counted once, and a process that runs in another's address space (a JVM's
+    posix_spawn child before its exec: bench_cold.own_address_spaces) not at all. Also the
+    PSS by kind of process (the first word of its command line and, for Python, its
+    module), so the peak says which members hold the memory."""
+    total, by_kind = 0, {}
+    for pid in own_address_spaces(pids):
         try:
             with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
+                pss = next((int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:")), 0)
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
         except OSError:
             continue
-    return total
+        total += pss
+        kind = _process_kind(argv)
+        by_kind[kind] = by_kind.get(kind, 0) + pss
+    return total, by_kind
+
+
+def _process_kind(argv: list[str]) -> str:
+    """A short name for a process of the worker's tree: java, the worker child, a
+    PySpark daemon or worker (`python -m pyspark.daemon`), ..."""
+    name = os.path.basename(argv[0]) if argv and argv[0] else "?"
+    if "-m" in argv[:-1]:
+        return f"{name} -m {argv[argv.index('-m') + 1]}"
+    if "--child" in argv:
+        return f"{name} (worker child)"
+    return name
 
 
 def run_child(command: list[str], log_path: str) -> dict:
@@ -235,10 +250,13 @@ def run_child(command: list[str], log_path: str) -> dict:
         reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
         reader.start()
         peak = peak_pss = 0
+        pss_by_kind: dict[str, int] = {}
         while proc.poll() is None:
             tree = _tree(proc.pid)
             peak = max(peak, _cpu_and_rss(tree)[1])
-            peak_pss = max(peak_pss, tree_pss(tree))
+            pss, by_kind = tree_pss(tree)
+            if pss > peak_pss:
+                peak_pss, pss_by_kind = pss, by_kind
             time.sleep(0.2)
         reader.join(10)
     results = [json.loads(line[len(RESULT_MARK):]) for line in lines if line.startswith(RESULT_MARK)]
@@ -246,7 +264,7 @@ def run_child(command: list[str], log_path: str) -> dict:
         with open(log_path) as f:
             tail = f.read()[-4000:]
         raise SystemExit(f"the worker child failed ({proc.returncode}); its log {log_path}:\n{tail}")
-    return dict(results[0], rss=peak, pss=peak_pss)
+    return dict(results[0], rss=peak, pss=peak_pss, pss_by_kind=pss_by_kind)
 
 
 def main() -> int:
@@ -307,6 +325,8 @@ def main() -> int:
     print(f"connectors: first row after POST {[round(s, 2) for s in firsts]}")
     print(f"throughput: one connector {single_rate:,.0f} rows/s; {args.connectors} connectors "
           f"together {many_rate:,.0f} rows/s ({args.records} records each case)")
+    kinds = sorted(worker["pss_by_kind"].items(), key=lambda kv: -kv[1])
+    print("worker's tree at its PSS peak: " + ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in kinds))
     print(f"post_to_first_row_median_s={statistics.median(firsts):.2f} "
           f"post_to_first_row_max_s={max(firsts):.2f} "
           f"bare_first_row_median_s={statistics.median(bare):.2f} "
