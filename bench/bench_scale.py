@@ -4,7 +4,8 @@ same run.
 
 1. Produces, to the local broker, the same ~236-byte records as bench_ingest.py:
    - single: one topic x 4 partitions, N records;
-   - many:   --tables topics x 4 partitions, N records in all (N / tables each);
+   - many:   --tables topics x --many-partitions partitions (4), N records in all
+     (N / tables each);
    - p64:    one topic x 64 partitions, N records;
    and a small warm-up topic.
 2. Runs each case in a fresh process (`--child`): Spark starts, a warm-up connector
@@ -22,6 +23,8 @@ Last line: single_rows_per_s=N many_tables_rows_per_s=N many_ratio=R p64_rows_pe
 p64_ratio=R peak_rss_mb=N single_rss_mb=N many_rss_mb=N p64_rss_mb=N
 
     .venv/bin/python bench/bench_scale.py [--records 400000] [--tables 100] [--rounds 2]
+
+Issue 26's 1,000 tables: `--cases many --tables 1000 --many-partitions 1 --rounds 1`.
 """
 
 from __future__ import annotations
@@ -142,6 +145,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=400_000, help="records per case (N)")
     parser.add_argument("--tables", type=int, default=100, help="topics (and tables) of the many-tables case")
+    parser.add_argument("--many-partitions", type=int, default=4, help="partitions of each many-tables topic")
     parser.add_argument("--count-records", type=int, default=50_000,
                         help="buffer.count.records (per partition), the same in every case")
     parser.add_argument("--warmup", type=int, default=20_000, help="records in the warm-up topic")
@@ -163,7 +167,7 @@ def main() -> int:
     bootstrap = devkafka.start()
     stamp = f"{int(time.time())}_{random.randint(0, 999)}"
     layout = {"single": ([f"scale_single_{stamp}"], 4),
-              "many": ([f"scale_many_{stamp}_{i:03d}" for i in range(args.tables)], 4),
+              "many": ([f"scale_many_{stamp}_{i:04d}" for i in range(args.tables)], args.many_partitions),
               "p64": ([f"scale_p64_{stamp}"], 64)}
     cases = [c for c in args.cases.split(",") if c]
     started = time.time()
