@@ -188,19 +188,22 @@ def child(args) -> int:
     for name in ["warm"] + [f"start_{i:02d}" for i in range(len(connector_topics))]:
         rest(base, "DELETE", f"/connectors/{name}")
 
+    def cpu_s() -> float:  # this process tree's CPU seconds (the JVM is its child)
+        return _cpu_and_rss(_tree(os.getpid()))[0]
+
     single = args.single_topic
-    started = time.time()
+    started, cpu = time.time(), cpu_s()
     post(base, "single", [single])
     wait_for_rows([table_log(warehouse, single)], args.records)
-    result["single_s"] = time.time() - started
+    result["single_s"], result["single_cpu_s"] = time.time() - started, cpu_s() - cpu
     rest(base, "DELETE", "/connectors/single")
 
     many = args.many_topics.split(",")
-    started = time.time()
+    started, cpu = time.time(), cpu_s()
     for i, topic in enumerate(many):
         post(base, f"many_{i:02d}", [topic])
     wait_for_rows([table_log(warehouse, t) for t in many], args.records)
-    result["many_s"] = time.time() - started
+    result["many_s"], result["many_cpu_s"] = time.time() - started, cpu_s() - cpu
     for i in range(len(many)):
         rest(base, "DELETE", f"/connectors/many_{i:02d}")
     close()
@@ -324,7 +327,9 @@ def main() -> int:
     print(f"plain Spark queries, same session: first row after start() {[round(s, 2) for s in bare]}")
     print(f"connectors: first row after POST {[round(s, 2) for s in firsts]}")
     print(f"throughput: one connector {single_rate:,.0f} rows/s; {args.connectors} connectors "
-          f"together {many_rate:,.0f} rows/s ({args.records} records each case)")
+          f"together {many_rate:,.0f} rows/s ({args.records} records each case); CPU seconds of the "
+          f"worker's tree: one connector {worker['single_cpu_s']:.1f}, {args.connectors} connectors "
+          f"{worker['many_cpu_s']:.1f}")
     kinds = sorted(worker["pss_by_kind"].items(), key=lambda kv: -kv[1])
     print("worker's tree at its PSS peak: " + ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in kinds))
     print(f"post_to_first_row_median_s={statistics.median(firsts):.2f} "
