@@ -70,6 +70,12 @@ _KCMP_VM = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def kcmp_works() -> bool:
+    """Whether this process may call kcmp (a container's seccomp profile may refuse it;
+    own_address_spaces then counts every process)."""
+    return _KCMP_SYSCALL is not None and _libc.syscall(_KCMP_SYSCALL, os.getpid(), os.getpid(), _KCMP_VM, 0, 0) == 0
+
+
 def own_address_spaces(pids: list[int]) -> list[int]:
     """`pids` without those that share an earlier one's memory. The JVM starts a
     process (a Python worker, a shell command) with posix_spawn, whose child runs in
