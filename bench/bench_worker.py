@@ -45,7 +45,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from bench_cold import _cpu_and_rss, _tree, own_address_spaces, timed_tree  # noqa: E402
+from bench_cold import _cpu_and_rss, _tree, kcmp_works, own_address_spaces, timed_tree  # noqa: E402
 from bench_ingest import BARE_SCHEMA, produce_records  # noqa: E402
 from bench_scale import produce_spread  # noqa: E402
 
@@ -282,6 +282,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.child:
         return child(args)
+    if not kcmp_works():
+        print("warning: kcmp is refused here, so RSS and PSS may count the JVM twice while it "
+              "spawns a process (bench_cold.own_address_spaces)", flush=True)
 
     bootstrap = devkafka.start()
     stamp = f"{int(time.time())}_{random.randint(0, 999)}"
