@@ -42,7 +42,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from bench_cold import _cpu_and_rss, _tree  # noqa: E402
+from bench_cold import _cpu_and_rss, _tree, kcmp_works  # noqa: E402
 from bench_ingest import produce_records, record  # noqa: E402
 
 from floeline.dev import kafka as devkafka  # noqa: E402
@@ -164,6 +164,9 @@ def main() -> int:
         args.case = args.child
         return child(args)
 
+    if not kcmp_works():
+        print("warning: kcmp is refused here, so peak RSS may count the JVM twice while it "
+              "spawns a process (bench_cold.own_address_spaces)", flush=True)
     bootstrap = devkafka.start()
     stamp = f"{int(time.time())}_{random.randint(0, 999)}"
     layout = {"single": ([f"scale_single_{stamp}"], 4),
