@@ -24,7 +24,8 @@ p64_ratio=R peak_rss_mb=N single_rss_mb=N many_rss_mb=N p64_rss_mb=N
 
     .venv/bin/python bench/bench_scale.py [--records 400000] [--tables 100] [--rounds 2]
 
-Issue 26's 1,000 tables: `--cases many --tables 1000 --many-partitions 1 --rounds 1`.
+Issue 26's 1,000 tables, with the single table as the same run's baseline:
+`--records 100000 --tables 1000 --many-partitions 1 --cases single,many --rounds 1`.
 """
 
 from __future__ import annotations
