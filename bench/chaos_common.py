@@ -3,7 +3,7 @@ share: `floeline run` in a process group of its own killed with SIGKILL, the tab
 watched from outside for the moment to kill at, and how a cycle's moment is awaited.
 
 Kill moments (`await_moment`), watched from outside the connector:
-    create    a table's first Delta commit appeared (table creation, before its rows)
+    create    a table's first Delta commit appeared (its creation: with its first rows when the connector creates it)
     evolve    a schema change of an existing table appeared (ALTER TABLE ADD COLUMNS,
               before the rows that need it)
     commit    a table's data commit appeared (between the Delta commit and the source's

@@ -1,4 +1,4 @@
-"""Which column names need Delta's column mapping (pure logic, no Spark)."""
+"""Table rules with no Spark: column mapping, JSON storage, creation by the first commit."""
 
 from floeline.warehouse.tables import needs_column_mapping
 
@@ -26,3 +26,18 @@ def test_json_storage_keeps_the_semi_structured_type_declared():
     assert in_storage(obj, "json").declared == "OBJECT" and stores_json(in_storage(obj, "json"))
     assert in_storage(Column("N", "decimal(38,0)"), "json") == Column("N", "decimal(38,0)")
     assert not stores_json(Column("V", "string", declared="VARCHAR(10)"))
+
+
+def test_only_a_table_of_plain_columns_is_created_by_its_first_commit():
+    from floeline.records.columns import Column
+    from floeline.warehouse.tables import NewTable, created_by_first_commit
+
+    plain = [Column("RECORD_METADATA", "variant"), Column("N", "decimal(38,0)")]
+    assert created_by_first_commit(plain) == NewTable(tuple(plain))
+    # What CREATE TABLE sets up itself (table features, checks) keeps CREATE TABLE.
+    assert created_by_first_commit(plain, auto_compact=True) is None
+    assert created_by_first_commit(plain, primary_key=("n",)) is None
+    assert created_by_first_commit([*plain, Column("has cat", "string")]) is None
+    assert created_by_first_commit([*plain, Column("ID", "bigint", identity=(1, 1))]) is None
+    assert created_by_first_commit([*plain, Column("S", "string", default="'x'")]) is None
+    assert created_by_first_commit([*plain, Column("K", "string", nullable=False)]) is None

@@ -240,7 +240,9 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
     if generates_identity(schema, plan.written):  # AUTOINCREMENT in offset order
         frame = in_offset_order(frame, "channel", "position")
     try:
-        commit(frame.selectExpr(*plan.columns), ref, cfg.name, after, pipeline.before_commit)
+        commit(frame.selectExpr(*plan.columns), ref, cfg.name, after, pipeline.before_commit,
+               create=state.creation)
+        state.created()
     except (TableError, ServiceUnavailable) as exc:  # a record needing it, or a commit conflict
         log.info("batch %s takes the general path: %s", batch_id,
                  first_lines(str(exc.__cause__ or exc), 2))
@@ -321,7 +323,7 @@ def _learn_from_sample(preparer, normalize: bool, state, df) -> bool:
         fields = shaping.fields_of(merged, normalize)
         if not fields or "" in fields:
             return False
-        preparer.prepare(state, sample, fields)
+        preparer.prepare(state, sample, fields, first_commit_creates=True)
         state.learn_keys(k for keys, _t in fields.values() for k in keys)
         return True
     finally:

@@ -19,13 +19,16 @@ class TablePreparer:
         self.config, self.spark, self.tables = config, spark, tables_
 
     def prepare(self, state: TableState, table_rows, fields, declared=None,
-                primary_key: tuple[str, ...] = ()) -> TableSchema:
+                primary_key: tuple[str, ...] = (), first_commit_creates: bool = False) -> TableSchema:
         """Create the table on its first record, or evolve it for new keys and for
         NOT NULL columns that records leave empty; returns its schema to write with. A
         new column's type is the one its key's schema declares (`declared`: key ->
         Spark type, from the value's Avro schema), else the type of this batch's values.
         `primary_key` (insert.mode=upsert): the primary key's fields, whose columns a new
-        table gets NOT NULL and which it keeps (tables.read_primary_key)."""
+        table gets NOT NULL and which it keeps (tables.read_primary_key).
+        `first_commit_creates`: the caller appends the table's rows next with
+        `state.creation` (commits.commit), so a new table that allows it is created by
+        that commit instead of by CREATE TABLE now."""
         declared = declared or {}
         cfg = self.config
         settings = cfg.table_settings
@@ -36,6 +39,8 @@ class TablePreparer:
 
         ref = state.ref
         normalize = cfg.column_normalization
+        if state.creation is not None:  # decided for an earlier pass over the batch: decide again
+            state.forget_schema()
         schema = self.tables.schema(state)
         if schema is None:
             metadata = tables.in_storage(Column(METADATA_COLUMN, "variant"), settings.variant_storage)
@@ -47,6 +52,11 @@ class TablePreparer:
                 columns = [metadata] if cfg.metadata.all_ else []
                 columns += _within_bound(_addable(fields, columns, new_column), state, settings.max_new_columns)
                 columns = _not_null(columns, [column_name_for_key(k, normalize) for k in primary_key])
+            new = (tables.created_by_first_commit(columns, settings.auto_compact, primary_key)
+                   if first_commit_creates else None)
+            if new is not None:
+                state.create_with_first_commit(new, TableSchema(tuple(columns), True))
+                return state.schema
             tables.create_table(self.spark, ref, columns, evolution=True, auto_compact=settings.auto_compact,
                                 primary_key=primary_key)
             # The table is what was just created: no need to read it back.

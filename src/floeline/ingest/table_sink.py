@@ -128,7 +128,7 @@ class TableSink:
         channels = batch.channels.values()
         declared = self.declared_types(set().union(*(c.schema_ids for c in channels)),
                                        set().union(*(c.declared_types for c in channels)))
-        schema = self.preparer.prepare(state, lands.rows, fields, declared)
+        schema = self.preparer.prepare(state, lands.rows, fields, declared, first_commit_creates=True)
         batch.phase("table")
         reject = schema.evolution or cfg.validation == "client_side"
         if not reject:
@@ -187,7 +187,8 @@ class TableSink:
         state = batch.state
         ref = state.ref
         try:
-            commit(out, ref, self.config.name, lands.after, self.before_commit)
+            commit(out, ref, self.config.name, lands.after, self.before_commit, create=state.creation)
+            state.created()
         except (TableError, ServiceUnavailable) as exc:
             if isinstance(exc, TableError) and shaped.can_fail and self.config.errors_tolerance == "none":
                 # Name the first bad record (raises RecordError) if that was the cause.

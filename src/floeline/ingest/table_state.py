@@ -51,6 +51,9 @@ class TableState:
     # A commit to the table raised: it may still have landed (its log entry written
     # before the failure), so `committed` is read again from the table before use.
     committed_unsure: bool = False
+    # A new table whose first append's commit creates it (tables.NewTable): until then
+    # `schema` is its columns and nothing of it is on disk.
+    creation: tables.NewTable | None = None
 
     def holds(self, channel: str, position: str | None) -> bool:
         """True when the table already holds `channel` up to `position` or further."""
@@ -81,8 +84,19 @@ class TableState:
         self.schema, self.schema_read_at = schema, time.time()
 
     def forget_schema(self) -> None:
-        """The table may have changed (DDL, a failed write): read it again next time."""
+        """The table may have changed (DDL, a failed write): read it again next time
+        (a table not created yet is decided again from the next batch's records)."""
         self.schema = None
+        self.creation = None
+
+    def create_with_first_commit(self, table: tables.NewTable, schema: TableSchema) -> None:
+        """The table is to be created by its first append's commit, with `schema`."""
+        self.remember_schema(schema)
+        self.creation = table
+
+    def created(self) -> None:
+        """The commit that creates the table landed."""
+        self.creation = None
 
     def first_one_pass_sample(self) -> bool:
         """True the first time a sample of the table's first batch may set its keys
@@ -183,6 +197,8 @@ class Tables:
             state.commit_failed()
 
     def schema(self, state: TableState, refresh: bool = False) -> TableSchema | None:
+        if state.creation is not None:  # not on disk yet: nothing else can have changed it
+            return state.schema
         if refresh or state.schema is None or time.time() - state.schema_read_at > SCHEMA_TTL_S:
             state.remember_schema(tables.read_schema(self.spark, state.ref))
         return state.schema

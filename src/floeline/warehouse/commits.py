@@ -28,7 +28,7 @@ from floeline.errors import ServiceUnavailable, TableError, storage_full
 from floeline.records.content import quote_column
 from floeline.spark import java_cause_is
 from floeline.sources.base import Committed
-from floeline.warehouse import load_history
+from floeline.warehouse import load_history, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import FileLoad
 from floeline.warehouse.positions import commit_entry
@@ -45,13 +45,15 @@ DELTA_CONFLICT_CONDITIONS = re.compile(
 def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
            check_owned: Callable[[], None] | None = None, mode: str = "append", *,
            loads: list[FileLoad] | None = None, what: str | None = None,
-           extra: dict | None = None) -> None:
+           extra: dict | None = None, create: tables.NewTable | None = None) -> None:
     """Write `frame` to the table `ref` in one Delta commit (save mode `mode`) whose
     userMetadata holds `connector`'s positions `after` (the table's, once the commit
     is in; none when `connector` is None) and, for a load of staged files, `loads`
     (their load history); `extra`: more keys beside them (an offsets change's record,
     warehouse/offsets_changes.py). `check_owned` runs first (the table is still this
-    connector's, and whatever the source needs). `what`: the failure's wording."""
+    connector's, and whatever the source needs). `what`: the failure's wording.
+    `create`: the table does not exist yet and this append's commit creates it (when
+    the frame's columns are exactly its columns; else CREATE TABLE first)."""
     if check_owned is not None:
         check_owned()
     what = what or f"writing to table {ref.full_name}"
@@ -59,10 +61,45 @@ def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
     if extra:
         metadata = json.dumps({**json.loads(metadata), **extra})
     try:
+        if create is not None and mode == "append" and _append_creating(frame, ref, metadata, create):
+            return
+    except Exception as exc:
+        raise commit_failure(exc, what, ref) from exc
+    if create is not None:
+        tables.create_new_table(frame.sparkSession, ref, create)
+    try:
         (frame.write.format("delta").mode(mode)
          .option("userMetadata", metadata).save(ref.path))
     except Exception as exc:
         raise commit_failure(exc, what, ref) from exc
+
+
+def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable) -> bool:
+    """Create the table in the commit of its first rows, through Delta's transaction
+    API (what CREATE TABLE AS SELECT does, minus its failure mode: a failed write
+    leaves files but no log, so the table is still new to the next try). False, with
+    nothing done, when the frame's columns are not exactly the table's (a plain
+    append would refuse them) or the table exists by now."""
+    from pyspark.sql.types import StructType
+
+    spark = frame.sparkSession
+    wanted = StructType.fromJson(json.loads(table.schema_json(spark)))
+    if sorted((f.name, f.dataType.simpleString()) for f in frame.schema) != sorted(
+            (f.name, f.dataType.simpleString()) for f in wanted):
+        return False
+    jvm = spark._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    txn = delta.DeltaLog.forTable(spark._jsparkSession, ref.path).startTransaction()
+    if txn.readVersion() >= 0:
+        return False
+    txn.updateMetadataForNewTable(delta.actions.Action.fromJson(table.metadata_json(spark)))
+    files = txn.writeFiles(frame._jdf)
+    none = jvm.scala.Option.empty()
+    # WRITE (mode Append) with the userMetadata, as the DataFrame append records it.
+    operation = delta.DeltaOperations.Write(jvm.org.apache.spark.sql.SaveMode.Append, none, none,
+                                            jvm.scala.Option.apply(metadata), none, none, none, none, none)
+    txn.commit(files, operation)
+    return True
 
 
 def merge(source, ref: TableRef, connector: str, after: Committed,

@@ -30,6 +30,9 @@ commit rewrites a table's small files into larger ones once there are enough of 
 from __future__ import annotations
 
 import json
+import time
+import uuid
+from dataclasses import dataclass
 
 from floeline import startup
 from floeline.errors import TableError
@@ -141,6 +144,11 @@ def _column_ddl(column: Column) -> str:
     return ddl
 
 
+def create_new_table(spark, ref: TableRef, table: NewTable) -> None:
+    """CREATE TABLE for a NewTable whose first commit could not create it."""
+    create_table(spark, ref, list(table.columns), evolution=table.evolution)
+
+
 def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = True,
                  auto_compact: bool = False, primary_key: tuple[str, ...] = ()) -> None:
     """Create the table (no-op when another writer created it first); `auto_compact`
@@ -161,6 +169,45 @@ def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = 
              f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta "
              f"TBLPROPERTIES ({mapping}{defaults}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}'"
              f"{types}{compact}{key})")
+
+
+@dataclass(frozen=True)
+class NewTable:
+    """A table the connector has decided to create and whose first append's commit
+    creates it (commits.commit): one Delta commit instead of CREATE TABLE's and the
+    append's, ~0.3-0.5 s of a new table's first batch (bench/RESULTS.md). Until that
+    commit the table exists only here, so a failure before it leaves nothing behind."""
+    columns: tuple[Column, ...]
+    evolution: bool = True
+
+    def schema_json(self, spark) -> str:
+        """The table's Spark schema as Delta's metadata holds it (JSON), from the same
+        DDL CREATE TABLE would run."""
+        ddl = ", ".join(_column_ddl(c) for c in self.columns)
+        return spark._jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json()
+
+    def metadata_json(self, spark) -> str:
+        """Delta's metaData action for the new table: what CREATE TABLE writes for it."""
+        declared = {c.name: c.declared for c in self.columns if c.declared}
+        configuration = {EVOLUTION_PROPERTY: str(self.evolution).lower()}
+        if declared:
+            configuration[DECLARED_TYPES_PROPERTY] = json.dumps(declared)
+        return json.dumps({"metaData": {
+            "id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+            "schemaString": self.schema_json(spark), "partitionColumns": [],
+            "configuration": configuration, "createdTime": int(time.time() * 1000)}})
+
+
+def created_by_first_commit(columns: list[Column], auto_compact: bool = False,
+                            primary_key: tuple[str, ...] = ()) -> NewTable | None:
+    """The NewTable for a connector's new table when its first append may create it;
+    None when CREATE TABLE must: a column with a default, an identity or NOT NULL, a
+    name only column mapping stores, auto compaction or a primary key (the table
+    features and checks those need are CREATE TABLE's to set up)."""
+    if (auto_compact or primary_key or needs_column_mapping(c.name for c in columns)
+            or any(c.default is not None or c.identity is not None or not c.nullable for c in columns)):
+        return None
+    return NewTable(tuple(columns))
 
 
 def read_primary_key(spark, ref: TableRef) -> tuple[str, ...]:
