@@ -157,10 +157,10 @@ def test_first_bad_record_stops_the_connector_and_loses_nothing(kafka, topic_nam
     assert "value converter" in message and "not valid JSON" in message
     # With tolerance none and a DLQ, the record also went to the DLQ before the stop.
     assert len(consume_all(kafka, dlq, 1)) == 1
-    # Nothing of the failed batch was committed.
+    # Nothing of the failed batch was committed, and its new table was not left half made
+    # (its first commit creates it: a failed write removes the folder it made).
     import os
-    assert not os.path.exists(os.path.join(strict.warehouse, "FLOELINE", "PUBLIC", topic.upper())) \
-        or read_table(topic.upper()).count() == 0
+    assert not os.path.exists(os.path.join(strict.warehouse, "FLOELINE", "PUBLIC", topic.upper()))
     # After the fix (here: tolerate and route bad records), a restart loses nothing.
     tolerant = make_config(name=strict.name, topics=topic, errors__tolerance="all")
     run_connector(tolerant)

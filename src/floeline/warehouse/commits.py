@@ -60,11 +60,14 @@ def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
     metadata = user_metadata(connector, after, loads)
     if extra:
         metadata = json.dumps({**json.loads(metadata), **extra})
-    try:
-        if create is not None and mode == "append" and _append_creating(frame, ref, metadata, create):
-            return
-    except Exception as exc:
-        raise commit_failure(exc, what, ref) from exc
+    if create is not None and mode == "append":
+        existed = tables.folder_exists(ref)
+        try:
+            if _append_creating(frame, ref, metadata, create):
+                return
+        except Exception as exc:
+            tables.discard_failed_creation(ref, existed)
+            raise commit_failure(exc, what, ref) from exc
     if create is not None:
         tables.create_new_table(frame.sparkSession, ref, create)
     try:

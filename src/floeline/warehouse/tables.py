@@ -30,6 +30,8 @@ commit rewrites a table's small files into larger ones once there are enough of 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -198,6 +200,28 @@ class NewTable:
             "configuration": configuration, "createdTime": int(time.time() * 1000)}})
 
 
+def discard_failed_creation(ref: TableRef, existed: bool) -> None:
+    """After a commit that was to create the table failed: remove the folder its write
+    made (files but no Delta log), so no half-made table is left behind. Only a local
+    folder that did not exist before (`existed`) and still has no log is removed."""
+    folder = _local_folder(ref)
+    if existed or folder is None or os.path.exists(os.path.join(folder, "_delta_log")):
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def folder_exists(ref: TableRef) -> bool:
+    """Whether the table's local folder exists (True for a table on S3: not checked)."""
+    folder = _local_folder(ref)
+    return folder is None or os.path.exists(folder)
+
+
+def _local_folder(ref: TableRef) -> str | None:
+    """The table's folder on the local disk; None for a table on S3."""
+    path = ref.path[len("file:"):] if ref.path.startswith("file:") else ref.path
+    return None if "://" in path else path
+
+
 def created_by_first_commit(columns: list[Column], auto_compact: bool = False,
                             primary_key: tuple[str, ...] = ()) -> NewTable | None:
     """The NewTable for a connector's new table when its first append may create it;
@@ -288,12 +312,9 @@ def set_evolution(spark, ref: TableRef, enabled: bool) -> None:
 def drop_table(warehouse, ref: TableRef) -> None:
     """DROP TABLE: delete the table's directory (data, log and history), as a dropped
     Snowflake table is gone for ingestion; on S3, every object under its prefix."""
-    import os
-
     if not warehouse.is_local:
         warehouse.storage.delete_tree(ref.path)
         return
-    import shutil
     from pathlib import Path
 
     path = Path(ref.path)
