@@ -86,7 +86,8 @@ def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable
     from pyspark.sql.types import StructType
 
     spark = frame.sparkSession
-    wanted = StructType.fromJson(json.loads(table.schema_json(spark)))
+    schema_json = table.schema_json(spark)
+    wanted = StructType.fromJson(json.loads(schema_json))
     if sorted((f.name, f.dataType.simpleString()) for f in frame.schema) != sorted(
             (f.name, f.dataType.simpleString()) for f in wanted):
         return False
@@ -95,7 +96,7 @@ def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable
     txn = delta.DeltaLog.forTable(spark._jsparkSession, ref.path).startTransaction()
     if txn.readVersion() >= 0:
         return False
-    txn.updateMetadataForNewTable(delta.actions.Action.fromJson(table.metadata_json(spark)))
+    txn.updateMetadataForNewTable(delta.actions.Action.fromJson(table.metadata_json(schema_json)))
     files = txn.writeFiles(frame._jdf)
     none = jvm.scala.Option.empty()
     # WRITE (mode Append) with the userMetadata, as the DataFrame append records it.

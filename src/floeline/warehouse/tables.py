@@ -37,6 +37,7 @@ import uuid
 from dataclasses import dataclass
 
 from floeline import startup
+from floeline.config import locations
 from floeline.errors import TableError
 from floeline.records.columns import Column, TableSchema
 from floeline.records.content import quote_column, sql_string
@@ -188,15 +189,16 @@ class NewTable:
         ddl = ", ".join(_column_ddl(c) for c in self.columns)
         return spark._jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json()
 
-    def metadata_json(self, spark) -> str:
-        """Delta's metaData action for the new table: what CREATE TABLE writes for it."""
+    def metadata_json(self, schema_json: str) -> str:
+        """Delta's metaData action for the new table (its schema_json): what CREATE
+        TABLE writes for it."""
         declared = {c.name: c.declared for c in self.columns if c.declared}
         configuration = {EVOLUTION_PROPERTY: str(self.evolution).lower()}
         if declared:
             configuration[DECLARED_TYPES_PROPERTY] = json.dumps(declared)
         return json.dumps({"metaData": {
             "id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
-            "schemaString": self.schema_json(spark), "partitionColumns": [],
+            "schemaString": schema_json, "partitionColumns": [],
             "configuration": configuration, "createdTime": int(time.time() * 1000)}})
 
 
@@ -204,22 +206,14 @@ def discard_failed_creation(ref: TableRef, existed: bool) -> None:
     """After a commit that was to create the table failed: remove the folder its write
     made (files but no Delta log), so no half-made table is left behind. Only a local
     folder that did not exist before (`existed`) and still has no log is removed."""
-    folder = _local_folder(ref)
-    if existed or folder is None or os.path.exists(os.path.join(folder, "_delta_log")):
+    if existed or locations.is_s3(ref.path) or os.path.exists(os.path.join(ref.path, "_delta_log")):
         return
-    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(ref.path, ignore_errors=True)
 
 
 def folder_exists(ref: TableRef) -> bool:
     """Whether the table's local folder exists (True for a table on S3: not checked)."""
-    folder = _local_folder(ref)
-    return folder is None or os.path.exists(folder)
-
-
-def _local_folder(ref: TableRef) -> str | None:
-    """The table's folder on the local disk; None for a table on S3."""
-    path = ref.path[len("file:"):] if ref.path.startswith("file:") else ref.path
-    return None if "://" in path else path
+    return locations.is_s3(ref.path) or os.path.exists(ref.path)
 
 
 def created_by_first_commit(columns: list[Column], auto_compact: bool = False,
