@@ -9,7 +9,9 @@ get_spark) and added to the sessions get_spark builds:
   image and its key hold exactly the table's fields, for the same reason;
 - the watch that ends the JVM when its Python is gone (`resources/ParentWatch.java`);
 - the batch's push time (`resources/PushTime.java`): as a literal it changed the
-  generated code every batch (measured: +0.15 s per batch to compile and warm it up).
+  generated code every batch (measured: +0.15 s per batch to compile and warm it up);
+- Hadoop's local file system without a `chmod` or `readlink` process per call
+  (`resources/LocalFiles.java`, see spark.local_files_conf).
 It needs a JDK's `javac` at set-up, which the Makefile asks for. Without it Spark
 still starts (spark.py leaves the jar out, with a warning) and every micro-batch takes
 the general path: slower, same result."""
@@ -29,7 +31,8 @@ from pathlib import Path
 from floeline.cache import cache_dir
 from floeline.errors import SetupError, SetupMissing
 
-_SOURCES = ("JsonScan.java", "KnownKeys.java", "ExactFields.java", "PushTime.java", "ParentWatch.java")
+_SOURCES = ("JsonScan.java", "KnownKeys.java", "ExactFields.java", "PushTime.java", "ParentWatch.java",
+            "LocalFiles.java")
 PUSH_TIME_FUNCTION = "floeline_push_time_ms"
 
 

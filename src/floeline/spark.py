@@ -188,11 +188,12 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
     resolved = resolved_package_jars()
     packages = {} if resolved else {"spark.jars.packages": ",".join(PACKAGES),
                                     "spark.jars.excludes": ",".join(EXCLUDES)}
+    floeline_jar = _floeline_jar()
     conf = {
         "spark.master": master,
         **packages,
         "spark.jars": ",".join([str(token_provider_jar())] + [str(j) for j in s3a_jars()]
-                               + _floeline_jar() + (resolved or [])),
+                               + floeline_jar + (resolved or [])),
         **session_defaults(),
         "spark.driver.memory": driver_memory(),
         "spark.ui.enabled": "false",
@@ -202,7 +203,25 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         # remote master must be able to reach the driver, so it keeps Spark's default.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+    if master == "local" or master.startswith("local["):  # one JVM (not local-cluster)
+        conf.update(local_files_conf(floeline_jar))
     return conf
+
+
+def local_files_conf(floeline_jar: list[str]) -> dict[str, str]:
+    """Hadoop's file: file system without a child process per call (resources/
+    LocalFiles.java: Hadoop runs `chmod` and `readlink` about a dozen times per Delta
+    commit without its native library; measured: a 100-row append 0.27 s -> 0.18 s).
+    Local masters only: the class must be on the classpath of the JVM that writes the
+    files, which for a local master is this driver (spark.jars come too late for the
+    file system Spark opens at start)."""
+    if not floeline_jar:
+        return {}
+    return {
+        "spark.driver.extraClassPath": floeline_jar[0],
+        "spark.hadoop.fs.file.impl": "floeline.LocalFiles$Checksummed",
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": "floeline.LocalFiles$Context",
+    }
 
 
 def _packages_record() -> Path:
