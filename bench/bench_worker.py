@@ -25,7 +25,9 @@ Last line: post_to_first_row_median_s=N post_to_first_row_max_s=N bare_first_row
 run_first_row_s=N worker_peak_rss_mb=N worker_peak_pss_mb=N run_rss_mb=N single_rows_per_s=N
 many_connectors_rows_per_s=N many_ratio=R
 
-    .venv/bin/python bench/bench_worker.py [--connectors 20] [--records 400000]
+    .venv/bin/python bench/bench_worker.py [--connectors 20] [--records 400000] [--batch-slots N]
+
+--batch-slots: the worker's floeline.worker.batch.slots (default: the worker's default).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from bench_scale import produce_spread  # noqa: E402
 from floeline.dev import kafka as devkafka  # noqa: E402
 
 RESULT_MARK = "bench_worker result: "
+PHASE_MARK = "bench_worker phase: "  # the child's phases: the parent keeps a peak RSS for each
 
 
 def table_log(warehouse: str, topic: str) -> str:
@@ -101,7 +104,7 @@ def rest(base: str, method: str, path: str, body: dict | None = None) -> tuple[i
 
 # ---------------------------------------------------------------- the worker process
 
-def start_worker(spark, work: str, bootstrap: str):
+def start_worker(spark, work: str, bootstrap: str, batch_slots: str | None = None):
     """What `floeline worker` starts (worker/process.py), in this process and its Spark
     session: (REST base URL, closer)."""
     from floeline.warehouse.catalog import Warehouse
@@ -114,6 +117,8 @@ def start_worker(spark, work: str, bootstrap: str):
     with open(props, "w") as f:
         f.write(f"listeners=http://127.0.0.1:0\nfloeline.warehouse={work}/warehouse\n"
                 f"floeline.checkpoint.dir={work}/checkpoints\nbootstrap.servers={bootstrap}\n")
+        if batch_slots is not None:
+            f.write(f"floeline.worker.batch.slots={batch_slots}\n")
     settings = load_worker_settings(props)
     warehouse = Warehouse(settings.warehouse, settings.warehouse_s3)
     herder = Herder(spark, settings, ConnectorStore(warehouse.storage, warehouse.location), out=sys.stderr)
@@ -149,11 +154,17 @@ def post(base: str, name: str, topics: list[str]) -> None:
         raise SystemExit(f"POST /connectors {name}: {status} {body}")
 
 
+def phase(name: str) -> None:
+    """Tell the parent the child's phase (start, single, many): its RSS peaks per phase."""
+    print(PHASE_MARK + name, flush=True)
+
+
 def child(args) -> int:
     from floeline.spark import get_spark
 
+    phase("start")
     spark = get_spark("local[2]")
-    base, close = start_worker(spark, args.work, args.bootstrap)
+    base, close = start_worker(spark, args.work, args.bootstrap, args.batch_slots)
     warehouse = os.path.join(args.work, "warehouse")
     start_topics = args.start_topics.split(",")
     warm, bare_topics = start_topics[0], start_topics[1:1 + args.bare]
@@ -192,6 +203,7 @@ def child(args) -> int:
         return _cpu_and_rss(_tree(os.getpid()))[0]
 
     single = args.single_topic
+    phase("single")
     started, cpu = time.time(), cpu_s()
     post(base, "single", [single])
     wait_for_rows([table_log(warehouse, single)], args.records)
@@ -199,6 +211,7 @@ def child(args) -> int:
     rest(base, "DELETE", "/connectors/single")
 
     many = args.many_topics.split(",")
+    phase("many")
     started, cpu = time.time(), cpu_s()
     for i, topic in enumerate(many):
         post(base, f"many_{i:02d}", [topic])
@@ -246,17 +259,30 @@ def _process_kind(argv: list[str]) -> str:
 
 
 def run_child(command: list[str], log_path: str) -> dict:
-    """Run the worker child; its result with the tree's peak RSS and PSS (bytes)."""
+    """Run the worker child; its result with the tree's peak RSS and PSS (bytes), and
+    its peak RSS in each of its phases (phase_rss)."""
     with open(log_path, "w") as log:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
         lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+        phases: dict[str, int] = {}
+
+        def read() -> None:
+            for line in proc.stdout:
+                lines.append(line)
+                if line.startswith(PHASE_MARK):
+                    phases[line[len(PHASE_MARK):].strip()] = 0
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
         peak = peak_pss = 0
         pss_by_kind: dict[str, int] = {}
         while proc.poll() is None:
             tree = _tree(proc.pid)
-            peak = max(peak, _cpu_and_rss(tree)[1])
+            rss = _cpu_and_rss(tree)[1]
+            peak = max(peak, rss)
+            if phases:
+                current = list(phases)[-1]
+                phases[current] = max(phases[current], rss)
             pss, by_kind = tree_pss(tree)
             if pss > peak_pss:
                 peak_pss, pss_by_kind = pss, by_kind
@@ -267,7 +293,7 @@ def run_child(command: list[str], log_path: str) -> dict:
         with open(log_path) as f:
             tail = f.read()[-4000:]
         raise SystemExit(f"the worker child failed ({proc.returncode}); its log {log_path}:\n{tail}")
-    return dict(results[0], rss=peak, pss=peak_pss, pss_by_kind=pss_by_kind)
+    return dict(results[0], rss=peak, pss=peak_pss, pss_by_kind=pss_by_kind, phase_rss=phases)
 
 
 def main() -> int:
@@ -276,6 +302,7 @@ def main() -> int:
     parser.add_argument("--bare", type=int, default=5, help="plain Spark queries timed to their first row")
     parser.add_argument("--start-records", type=int, default=1000, help="records per start topic")
     parser.add_argument("--records", type=int, default=400_000, help="records of each throughput case")
+    parser.add_argument("--batch-slots", help="the worker's floeline.worker.batch.slots")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     for hidden in ("--bootstrap", "--work", "--start-topics", "--single-topic", "--many-topics"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
@@ -318,6 +345,8 @@ def main() -> int:
                "--single-topic", single, "--many-topics", ",".join(many),
                "--connectors", str(args.connectors), "--bare", str(args.bare),
                "--start-records", str(args.start_records), "--records", str(args.records)]
+    if args.batch_slots is not None:
+        command += ["--batch-slots", args.batch_slots]
     worker = run_child(command, os.path.join(work, "worker.log"))
     load_after = os.getloadavg()[0]
 
@@ -335,6 +364,9 @@ def main() -> int:
           f"{worker['many_cpu_s']:.1f}")
     kinds = sorted(worker["pss_by_kind"].items(), key=lambda kv: -kv[1])
     print("worker's tree at its PSS peak: " + ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in kinds))
+    print("worker's tree, peak RSS by phase (start: the start connectors and plain queries; single: "
+          "one connector's throughput; many: the connectors' together): "
+          + ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in worker["phase_rss"].items()))
     print(f"post_to_first_row_median_s={statistics.median(firsts):.2f} "
           f"post_to_first_row_max_s={max(firsts):.2f} "
           f"bare_first_row_median_s={statistics.median(bare):.2f} "

@@ -72,3 +72,16 @@ def test_output_lines_carry_the_connector_name():
     lines.write("half ")
     lines.write("line\n")
     assert out.getvalue() == "[orders] batch 0: 10 records\n[orders] half line\n"
+
+
+def test_connectors_share_the_worker_batch_slots_and_zero_means_no_limit(tmp_path):
+    def herder_with(slots: str) -> Herder:
+        settings = worker_settings_from_dict({"floeline.warehouse": str(tmp_path),
+                                              "floeline.worker.batch.slots": slots})
+        return Herder(None, settings, ConnectorStore(LocalStorage(), str(tmp_path)))
+
+    three = herder_with("3")
+    slots = three.batch_slots()
+    assert slots is three.batch_slots()  # one for every connector of the worker
+    assert [slots.acquire(blocking=False) for _ in range(4)] == [True, True, True, False]
+    assert herder_with("0").batch_slots() is None

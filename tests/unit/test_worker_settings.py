@@ -120,3 +120,11 @@ def test_the_merged_settings_make_a_valid_connector_config():
     worker = _worker(**{"bootstrap.servers": "b:9092", "floeline.checkpoint.dir": "/ck"})
     cfg = config_from_dict(worker.connector_settings({"name": "orders", "topics": "orders"}))
     assert (cfg.bootstrap_servers, cfg.warehouse, cfg.checkpoint_dir) == ("b:9092", "/wh", "/ck/orders")
+
+
+def test_batch_slots_default_to_spark_and_take_a_whole_number_or_zero_for_no_limit():
+    assert worker_settings_from_dict({}).batch_slots is None
+    assert worker_settings_from_dict({"floeline.worker.batch.slots": "3"}).batch_slots == 3
+    assert worker_settings_from_dict({"floeline.worker.batch.slots": "0"}).batch_slots == 0
+    with pytest.raises(ConfigError, match=r"floeline.worker.batch.slots='two': accepted values: a whole number"):
+        worker_settings_from_dict({"floeline.worker.batch.slots": "two"})

@@ -16,6 +16,7 @@ Nothing here knows which source it reads."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -50,8 +51,11 @@ class Connector:
     """One connector: its config, its source, its tables, its streaming query."""
 
     def __init__(self, config: ConnectorConfig, spark, out=None, source=None, metrics=None,
-                 clock: startup.StartupClock | None = None, endpoints=None):
+                 clock: startup.StartupClock | None = None, endpoints=None, batch_slots=None):
         self.config = config
+        # A worker's connectors share its cores: a semaphore their micro-batches hold while
+        # they run (None: this connector's batches never wait).
+        self.batch_slots = batch_slots
         self.spark = spark
         self.out = out or sys.stdout
         self.source = source if source is not None else source_for(config)
@@ -267,7 +271,8 @@ class Connector:
 
     def _process_batch_safely(self, df, batch_id: int) -> None:
         try:
-            self.process_batch(df, batch_id)
+            with self.batch_slots if self.batch_slots is not None else contextlib.nullcontext():
+                self.process_batch(df, batch_id)
         except BaseException as exc:
             self.failure = exc
             raise

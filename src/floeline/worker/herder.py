@@ -22,7 +22,15 @@ A connector runs with its own settings over the worker's defaults
 (settings.WorkerSettings.connector_settings); `${env:...}`/`${file:...}` values are
 resolved when it starts and kept as written in the store. A connector's own
 floeline.metrics.port is ignored (the worker serves every connector's metrics on its
-REST listener's /metrics), with a logged notice."""
+REST listener's /metrics), with a logged notice.
+
+The connectors share the session's cores: at most floeline.worker.batch.slots of their
+micro-batches run at once (default: twice Spark's default parallelism), the others wait
+for a slot before they read anything. Twenty connectors catching up at once otherwise
+each hold a batch's rows together (bench/RESULTS.md, 2026-11-27: 2.8 GB with no limit,
+2.3 GB with four slots, 2.1 GB with two, for about the same rows/s); twice the cores
+keeps the driver's gaps between a small batch's jobs filled (two slots lost a quarter
+of the rows/s of twenty connectors' first batches, four lost none)."""
 
 from __future__ import annotations
 
@@ -180,6 +188,7 @@ class Herder:
         self._out_lock = threading.Lock()
         self._runners: dict[str, _Runner] = {}
         self._closing = False
+        self._batch_slots: threading.BoundedSemaphore | None = None  # made with the first connector
 
     def set_worker_id(self, worker_id: str) -> None:
         self.worker_id = worker_id
@@ -482,4 +491,18 @@ class Herder:
         from floeline.ingest import Connector
 
         return Connector(cfg, self.spark, out=LinePrefixer(name, self.out, self._out_lock),
-                         clock=startup.StartupClock(launched_at=time.time()))
+                         clock=startup.StartupClock(launched_at=time.time()),
+                         batch_slots=self.batch_slots())
+
+    def batch_slots(self) -> threading.BoundedSemaphore | None:
+        """The slots every connector's micro-batch holds while it runs (see the module
+        doc); None with floeline.worker.batch.slots=0 (no limit)."""
+        with self._lock:
+            if self._batch_slots is None:
+                slots = self.settings.batch_slots
+                if slots is None:
+                    slots = 2 * self.spark.sparkContext.defaultParallelism
+                if slots == 0:
+                    return None
+                self._batch_slots = threading.BoundedSemaphore(slots)
+            return self._batch_slots

@@ -8,6 +8,9 @@ connector it runs inherits unless the connector sets its own.
     floeline.spark.master=local[2]
     floeline.pipes=false                    true: run the warehouse's auto-ingest pipes in the worker
     floeline.worker.lease.timeout.ms=30000  a worker whose lease is older is gone (store.py)
+    floeline.worker.batch.slots=N           how many connectors' micro-batches run at once; the others
+                                            wait for a slot (default: twice Spark's default parallelism,
+                                            4 on local[2]; 0: no limit)
     rest.* / listeners.https.*              the REST server's keys (rest.py reads them)
 
 Inherited by connectors, as a Connect worker's are (a connector's own value wins):
@@ -43,7 +46,7 @@ DEFAULT_LEASE_TIMEOUT_MS = 30000
 # The worker's own keys.
 OWN_KEYS = frozenset({
     "listeners", "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master",
-    "floeline.pipes", "floeline.worker.lease.timeout.ms",
+    "floeline.pipes", "floeline.worker.lease.timeout.ms", "floeline.worker.batch.slots",
 })
 # Keys the REST server reads (rest.py): handed over as they are.
 REST_PREFIXES = ("rest.", "listeners.https.")
@@ -91,6 +94,7 @@ class WorkerSettings:
     spark_master: str
     pipes: bool
     lease_timeout_ms: int
+    batch_slots: int | None  # None: twice Spark's default parallelism; 0: no limit
     connector_defaults: Mapping[str, str]  # what connectors inherit, as given
     rest_settings: Mapping[str, str]  # rest.* and listeners.https.*
     ignored_keys: tuple[str, ...]
@@ -172,6 +176,11 @@ def worker_settings_from_dict(props: Mapping[str, str]) -> WorkerSettings:
         problems.append(f"floeline.worker.lease.timeout.ms={lease!r}: accepted values: a whole "
                         f"number of milliseconds >= 3000")
         lease = str(DEFAULT_LEASE_TIMEOUT_MS)
+    slots = text("floeline.worker.batch.slots")
+    if slots is not None and not re.fullmatch(r"[0-9]+", slots):
+        problems.append(f"floeline.worker.batch.slots={slots!r}: accepted values: a whole number of "
+                        f"micro-batches that run at once (0: no limit)")
+        slots = None
     s3 = None
     if locations.is_s3(warehouse) or locations.is_s3(checkpoint or ""):
         try:
@@ -185,7 +194,7 @@ def worker_settings_from_dict(props: Mapping[str, str]) -> WorkerSettings:
     return WorkerSettings(
         listener=listener, warehouse=warehouse, checkpoint_root=checkpoint,
         spark_master=text("floeline.spark.master", DEFAULT_SPARK_MASTER), pipes=pipes == "true",
-        lease_timeout_ms=int(lease),
+        lease_timeout_ms=int(lease), batch_slots=int(slots) if slots is not None else None,
         connector_defaults=MappingProxyType({k: v for k, v in props.items() if _inherited(k)}),
         rest_settings=MappingProxyType({k: v for k, v in props.items() if k.startswith(REST_PREFIXES)}),
         ignored_keys=tuple(sorted(k for k in props if _ignored(k))),
