@@ -361,14 +361,17 @@ def spark_gone(exc: BaseException) -> bool:
     """True when an error says Spark itself is gone (its JVM ended, its context was
     stopped), not that the query failed: what a stop signal that also reached the JVM
     looks like from Python."""
-    from py4j.protocol import Py4JNetworkError
+    from py4j.protocol import Py4JError, Py4JNetworkError
 
     seen = set()
     while exc is not None and id(exc) not in seen:  # the error, and those it arose from
         seen.add(id(exc))
         if isinstance(exc, (Py4JNetworkError, ConnectionError)):
             return True
-        text = str(exc)
+        try:
+            text = str(exc)
+        except (Py4JError, ConnectionError):
+            return True  # a Java error reads its text from the JVM, and the JVM is not there
         if any(m in text for m in ("stopped SparkContext", "SparkContext was shut down",
                                    "SparkContext has been shutdown",
                                    # PySpark reading a Java error from a JVM half shut down
