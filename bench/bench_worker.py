@@ -160,10 +160,10 @@ def phase(name: str) -> None:
 
 
 def child(args) -> int:
-    from floeline.spark import get_spark
+    from floeline.spark import WORKER_DRIVER_MEMORY, get_spark
 
     phase("start")
-    spark = get_spark("local[2]")
+    spark = get_spark("local[2]", WORKER_DRIVER_MEMORY)  # as `floeline worker` starts it
     base, close = start_worker(spark, args.work, args.bootstrap, args.batch_slots)
     warehouse = os.path.join(args.work, "warehouse")
     start_topics = args.start_topics.split(",")

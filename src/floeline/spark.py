@@ -177,14 +177,25 @@ def session_defaults() -> dict[str, str]:
     }
 
 
-def driver_memory() -> str:
-    return os.environ.get("FLOELINE_DRIVER_MEMORY", "2g")
+# The driver JVM's heap (spark.driver.memory) of a connector's own process.
+DRIVER_MEMORY = "2g"
+# The worker's: G1 grows the heap to whatever it may take while twenty connectors catch
+# up at once, and the worker's batch slots bound what its batches hold. bench_worker.py,
+# 20 connectors on 4M records: the tree peaked at 2,721 MB with 2g and 1,936 MB with
+# 1200m at the same rows/s; 1g peaked at 1,798 MB but spent a quarter more CPU (GC).
+WORKER_DRIVER_MEMORY = "1200m"
 
 
-def spark_conf(master: str = "local[2]") -> dict[str, str]:
+def driver_memory(default: str = DRIVER_MEMORY) -> str:
+    """spark.driver.memory: FLOELINE_DRIVER_MEMORY when set, else `default`."""
+    return os.environ.get("FLOELINE_DRIVER_MEMORY", default)
+
+
+def spark_conf(master: str = "local[2]", heap: str = DRIVER_MEMORY) -> dict[str, str]:
     """The settings of a session this process launches itself (`floeline run`, sql,
     tests): the master, the jars (fetched or built here when set-up has not, see the
-    module's doc), no UI, and for a local master the driver on 127.0.0.1."""
+    module's doc), no UI, the driver's heap (`heap` unless FLOELINE_DRIVER_MEMORY says
+    otherwise), and for a local master the driver on 127.0.0.1."""
     resolved = resolved_package_jars()
     packages = {} if resolved else {"spark.jars.packages": ",".join(PACKAGES),
                                     "spark.jars.excludes": ",".join(EXCLUDES)}
@@ -195,7 +206,7 @@ def spark_conf(master: str = "local[2]") -> dict[str, str]:
         "spark.jars": ",".join([str(token_provider_jar())] + [str(j) for j in s3a_jars()]
                                + floeline_jar + (resolved or [])),
         **session_defaults(),
-        "spark.driver.memory": driver_memory(),
+        "spark.driver.memory": driver_memory(heap),
         "spark.ui.enabled": "false",
     }
     if master.startswith("local"):
@@ -321,19 +332,19 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def get_spark(master: str = "local[2]"):
+def get_spark(master: str = "local[2]", heap: str = DRIVER_MEMORY):
     """The process-wide SparkSession (created on first call). Under spark-submit
-    `master` is ignored: the session takes the one spark-submit was given."""
+    `master` and `heap` are ignored: the session takes what spark-submit was given."""
     global _session
     if _session is None:
         startup.mark("spark start")
-        _session = _submitted_session() if under_spark_submit() else _local_session(master)
+        _session = _submitted_session() if under_spark_submit() else _local_session(master, heap)
         startup.mark("spark ready")
         _session.sparkContext.setLogLevel(os.environ.get("FLOELINE_SPARK_LOG_LEVEL", "ERROR"))
     return _session
 
 
-def _local_session(master: str):
+def _local_session(master: str, heap: str):
     from pyspark.sql import SparkSession
 
     if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
@@ -341,7 +352,7 @@ def _local_session(master: str):
         # interpreter, which has floeline; `python3` from PATH may not.
         os.environ["PYSPARK_PYTHON"] = sys.executable
 
-    settings = spark_conf(master)
+    settings = spark_conf(master, heap)
     startup.note("jars", "resolved by Ivy" if "spark.jars.packages" in settings else "listed, Ivy skipped")
     builder = SparkSession.builder
     for key, value in settings.items():

@@ -105,7 +105,8 @@ def submit_command(config_path: str, master: str, *, name: str, until_caught_up:
     """The spark-submit command line that runs the connector of `config_path` on `master`
     (see the module's doc), or with command="worker" the worker of the worker config
     `config_path`. Raises SetupMissing when set-up has not built the jars."""
-    from floeline.spark import EXCLUDES, PACKAGES, driver_memory, setup_jars
+    from floeline.spark import (
+        DRIVER_MEMORY, EXCLUDES, PACKAGES, WORKER_DRIVER_MEMORY, driver_memory, setup_jars)
 
     if deploy_mode != "client":
         raise FloelineError(f"--deploy-mode {deploy_mode}: floeline submit runs the driver on this "
@@ -118,7 +119,7 @@ def submit_command(config_path: str, master: str, *, name: str, until_caught_up:
            "--packages", ",".join(PACKAGES), "--exclude-packages", ",".join(EXCLUDES),
            "--jars", ",".join(str(j) for j in jars),
            "--py-files", str(bundle / "floeline.zip"),
-           "--driver-memory", driver_memory(),
+           "--driver-memory", driver_memory(WORKER_DRIVER_MEMORY if command == "worker" else DRIVER_MEMORY),
            "--conf", f"spark.pyspark.python={python or sys.executable}",
            # read by the JVM at start, before floeline's session defaults apply
            "--conf", f"spark.redaction.regex={SECRET_KEY_REGEX}",

@@ -145,3 +145,21 @@ def test_a_start_that_resolved_packages_lets_the_next_skip_ivy(set_up, tmp_path)
     spark._record_package_jars(_Conf({"spark.jars": second["spark.jars"]}))
     ivy[1].unlink()
     assert spark.spark_conf()["spark.jars.packages"] == ",".join(spark.PACKAGES)
+
+
+def test_the_worker_starts_with_a_smaller_heap_and_the_environment_overrides_both(
+        set_up, tmp_path, monkeypatch):
+    monkeypatch.delenv("FLOELINE_DRIVER_MEMORY", raising=False)
+    assert spark.spark_conf()["spark.driver.memory"] == spark.DRIVER_MEMORY == "2g"
+    assert spark.spark_conf(heap=spark.WORKER_DRIVER_MEMORY)["spark.driver.memory"] == "1200m"
+    worker = tmp_path / "worker.properties"
+    worker.write_text("listeners=http://127.0.0.1:8083\n")
+
+    def heap(cmd):
+        return dict(zip(cmd[1:], cmd[2:]))["--driver-memory"]
+
+    assert heap(submit.submit_command(str(worker), "spark://w:7077", name="worker", command="worker")) == "1200m"
+    assert heap(submit.submit_command(str(_config(tmp_path)), "spark://w:7077", name="c")) == "2g"
+    monkeypatch.setenv("FLOELINE_DRIVER_MEMORY", "3g")
+    assert spark.spark_conf(heap=spark.WORKER_DRIVER_MEMORY)["spark.driver.memory"] == "3g"
+    assert heap(submit.submit_command(str(worker), "spark://w:7077", name="worker", command="worker")) == "3g"

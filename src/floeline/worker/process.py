@@ -88,9 +88,9 @@ def run_worker(path: str | None, out=None) -> int:
 
 
 def _start_spark(settings: WorkerSettings, out):
-    from floeline.spark import get_spark, under_spark_submit
+    from floeline.spark import WORKER_DRIVER_MEMORY, get_spark, under_spark_submit
 
-    spark = get_spark(settings.spark_master)
+    spark = get_spark(settings.spark_master, WORKER_DRIVER_MEMORY)
     if under_spark_submit():
         context = spark.sparkContext
         print(f"spark-submit: master={context.master} "
