@@ -44,3 +44,29 @@ def test_several_tables_are_written_from_few_partitions_exactly_once(
     # The 4-partition topic's table got at most one file per merged partition.
     path = connector.pipeline.table_ref(wide).path
     assert len(delta_log.live_files(path)) <= spark.sparkContext.defaultParallelism < 4
+
+
+def test_a_wide_topic_is_read_in_few_tasks_and_lands_each_record_once_with_every_partitions_offset(
+        kafka, topic_name, make_config, run_connector, read_table, spark):
+    """A 12-partition topic into one table: the batch is read in at most twice Spark's
+    default parallelism tasks (ingest/read_tasks.py), so its commit holds that many
+    files, not twelve; every record lands once and the table holds each partition's
+    next offset (a restart resumes from there)."""
+    from floeline.ingest.read_tasks import read_task_limit
+
+    wide = topic_name("twelve")
+    devkafka.create_topic(kafka, wide, partitions=12)
+    produce(kafka, wide, [{"value": {"id": i}, "partition": i % 12} for i in range(120)])
+    connector = run_connector(make_config(topics=wide, buffer__count__records=1000))
+
+    rows = read_table(wide.upper()).collect()
+    assert sorted(int(r["ID"]) for r in rows) == list(range(120))
+    meta = [json.loads(r["RECORD_METADATA"].toJson()) for r in rows]
+    assert len({(m["partition"], m["offset"]) for m in meta}) == 120
+    limit = read_task_limit(spark)
+    assert limit < 12
+    path = connector.pipeline.table_ref(wide).path
+    assert 1 <= len(delta_log.live_files(path)) <= limit * len(connector.reports)
+    state = connector.pipeline.tables.state(connector.pipeline.table_ref(wide))
+    assert {ch: int(p) for ch, p in state.committed.positions.items()} == {
+        f"{wide}/{p}": 9 for p in range(12)}

@@ -32,6 +32,7 @@ from floeline.ingest.onepass import batch_range, run_one_pass_batch
 from floeline.ingest.onepass_merge import run_one_pass_merge
 from floeline.ingest.pipeline import Pipeline
 from floeline.ingest.progress import BatchReport
+from floeline.ingest.read_tasks import at_most_read_tasks
 from floeline.ingest.results import BatchResult
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
@@ -282,7 +283,7 @@ class Connector:
     def process_batch(self, batch, batch_id: int) -> BatchReport:
         started = time.time()
         self.clock.mark("first batch", started)
-        df = self.source.normalize(batch)
+        df = at_most_read_tasks(self.source.normalize(batch))
         bounds = batch_range(self.pipeline, batch_id)
         finished: set[str] = set()
         result = None

@@ -153,7 +153,7 @@ def fewer_partitions(pipeline, df, routes: list[str]):
     batch, so 100 topics x 4 partitions made 400 tasks per table and 40,000 per batch
     (bench/bench_scale.py: 0.18x the single-table rows/s with 10 tables); a source
     partition holds one route, so merging them costs a table nothing but a filter.
-    With one table the read keeps one task per source partition."""
+    With one table the read keeps its tasks (at most read_tasks.read_task_limit)."""
     tables = {pipeline.table_of_route(r).full_name for r in routes}
     if len(tables) <= 1:
         return df
