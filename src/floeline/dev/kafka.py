@@ -327,7 +327,22 @@ def _wait_until_serving(bootstrap: str, alive: Callable[[], bool], state: Path,
         time.sleep(0.2)
     raise SetupError(
         f"the Kafka broker at {bootstrap} did not answer within {timeout_s:.0f}s; "
-        f"last lines of {state / 'broker.log'}:\n{_log_tail(state)}")
+        f"{_data_hint(state)}last lines of {state / 'broker.log'}:\n{_log_tail(state)}")
+
+
+def _data_hint(state: Path, large_bytes: int = 1 << 30) -> str:
+    """Why a start can be slow: the dev broker keeps every record (tests replay from
+    offset 0), and after an unclean stop it checks every log segment before serving."""
+    data = state / "data"
+    if not data.is_dir():
+        return ""
+    size = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+    if size < large_bytes:
+        return ""
+    partitions = sum(1 for d in data.iterdir() if d.is_dir() and "-" in d.name)
+    return (f"its data directory {data} holds {size / (1 << 30):.1f} GiB in {partitions} "
+            f"topic partitions, which it checks at start after an unclean stop; remove "
+            f"that directory to start it empty (`make clean` removes all local state); ")
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
