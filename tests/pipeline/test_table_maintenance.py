@@ -86,3 +86,30 @@ def test_auto_compact_setting_compacts_after_commits(memory_log, make_config, ru
     assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(30))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
     assert read_committed(spark, ref, config.name).positions == {"orders/0": "29"}
+
+
+def test_checkpoints_are_written_beside_the_commits_not_in_them(
+        memory_log, make_config, run_memory, read_table, spark, warehouse):
+    """A table floeline creates carries a large delta.checkpointInterval, so no commit
+    writes Delta's checkpoint inline; floeline writes one every 10 commits itself, in the
+    background, and the connector leaves none pending when it ends."""
+    from floeline.warehouse.checkpoints import CHECKPOINT_EVERY, TABLE_CHECKPOINT_INTERVAL
+    from floeline.warehouse.delta_log import commits_newest_first
+
+    memory_log.append("orders/0", "orders", values(0, 25))
+    config = make_config(buffer__count__records=1)  # a commit per record
+    run_memory(config)
+    path = os.path.join(warehouse, "FLOELINE", "PUBLIC", "ORDERS")
+    properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
+    assert properties["delta.checkpointInterval"] == str(TABLE_CHECKPOINT_INTERVAL)
+    last = max(c.version for c in commits_newest_first(path))
+    assert last >= 2 * CHECKPOINT_EVERY
+    checkpointed = sorted(int(name.split(".")[0]) for name in os.listdir(os.path.join(path, "_delta_log"))
+                          if ".checkpoint." in name and not name.startswith("."))
+    # Delta alone would have written none before version 1000.
+    assert len(checkpointed) >= 2 and checkpointed[0] >= CHECKPOINT_EVERY, checkpointed
+    assert all(b - a >= CHECKPOINT_EVERY for a, b in zip(checkpointed, checkpointed[1:])), checkpointed
+    assert last - checkpointed[-1] < CHECKPOINT_EVERY, (last, checkpointed)
+    assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(25))
+    ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
+    assert read_committed(spark, ref, config.name).positions == {"orders/0": "24"}

@@ -37,6 +37,7 @@ from floeline.ingest.results import BatchResult
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
 from floeline.spark import java_cause_is
+from floeline.warehouse import checkpoints
 from floeline.warehouse.commits import first_lines
 
 log = logging.getLogger("floeline")
@@ -119,6 +120,9 @@ class Connector:
             raise
         finally:
             self.metrics.query_active(False)
+            # Its tables' checkpoints written in the background (warehouse/checkpoints.py),
+            # before their owner records go.
+            checkpoints.drain(state.ref.path for state in list(self.pipeline.tables.states.values()))
             self.pipeline.release()
             self.source.close()
             if self.ops_server is not None:

@@ -28,7 +28,7 @@ from floeline.errors import ServiceUnavailable, TableError, storage_full
 from floeline.records.content import quote_column
 from floeline.spark import java_cause_is
 from floeline.sources.base import Committed
-from floeline.warehouse import load_history, tables
+from floeline.warehouse import checkpoints, load_history, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import FileLoad
 from floeline.warehouse.positions import commit_entry
@@ -64,6 +64,7 @@ def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
         existed = tables.folder_exists(ref)
         try:
             if _append_creating(frame, ref, metadata, create):
+                checkpoints.after_commit(frame.sparkSession, ref.path)
                 return
         except Exception as exc:
             tables.discard_failed_creation(ref, existed)
@@ -75,6 +76,7 @@ def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
          .option("userMetadata", metadata).save(ref.path))
     except Exception as exc:
         raise commit_failure(exc, what, ref) from exc
+    checkpoints.after_commit(frame.sparkSession, ref.path)
 
 
 def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable) -> bool:
@@ -139,6 +141,7 @@ def merge(source, ref: TableRef, connector: str, after: Committed,
         raise commit_failure(exc, what, ref) from exc
     finally:
         session.catalog.dropTempView(view)
+    checkpoints.after_commit(session, ref.path)
 
 
 def merge_sql(path: str, view: str, keys: list[tuple[str, str]], columns: list[tuple[str, str]],

@@ -42,6 +42,7 @@ from floeline.errors import TableError
 from floeline.records.columns import Column, TableSchema
 from floeline.records.content import quote_column, sql_string
 from floeline.warehouse.catalog import TableRef
+from floeline.warehouse.checkpoints import CHECKPOINT_INTERVAL_PROPERTY, TABLE_CHECKPOINT_INTERVAL
 
 EVOLUTION_PROPERTY = "floeline.enableSchemaEvolution"
 DECLARED_TYPES_PROPERTY = "floeline.declaredTypes"
@@ -170,8 +171,8 @@ def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = 
     with startup.span("table creation"):
         _run(spark, ref,
              f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta "
-             f"TBLPROPERTIES ({mapping}{defaults}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}'"
-             f"{types}{compact}{key})")
+             f"TBLPROPERTIES ({mapping}{defaults}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}', "
+             f"'{CHECKPOINT_INTERVAL_PROPERTY}'='{TABLE_CHECKPOINT_INTERVAL}'{types}{compact}{key})")
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,8 @@ class NewTable:
         """Delta's metaData action for the new table (its schema_json): what CREATE
         TABLE writes for it."""
         declared = {c.name: c.declared for c in self.columns if c.declared}
-        configuration = {EVOLUTION_PROPERTY: str(self.evolution).lower()}
+        configuration = {EVOLUTION_PROPERTY: str(self.evolution).lower(),
+                         CHECKPOINT_INTERVAL_PROPERTY: str(TABLE_CHECKPOINT_INTERVAL)}
         if declared:
             configuration[DECLARED_TYPES_PROPERTY] = json.dumps(declared)
         return json.dumps({"metaData": {
