@@ -89,12 +89,17 @@ def test_auto_compact_setting_compacts_after_commits(memory_log, make_config, ru
 
 
 def test_checkpoints_are_written_beside_the_commits_not_in_them(
-        memory_log, make_config, run_memory, read_table, spark, warehouse):
+        memory_log, make_config, run_memory, read_table, spark, warehouse, monkeypatch):
     """A table floeline creates carries a large delta.checkpointInterval, so no commit
-    writes Delta's checkpoint inline; floeline writes one every 10 commits itself, in the
-    background, and the connector leaves none pending when it ends."""
-    from floeline.warehouse.checkpoints import CHECKPOINT_EVERY, TABLE_CHECKPOINT_INTERVAL
+    writes Delta's checkpoint inline; floeline writes one every CHECKPOINT_EVERY commits
+    itself (10 here, 100 by default), in the background, and the connector leaves none
+    pending when it ends."""
+    from floeline.warehouse import checkpoints
+    from floeline.warehouse.checkpoints import TABLE_CHECKPOINT_INTERVAL
     from floeline.warehouse.delta_log import commits_newest_first
+
+    CHECKPOINT_EVERY = 10
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_EVERY", CHECKPOINT_EVERY)
 
     memory_log.append("orders/0", "orders", values(0, 25))
     config = make_config(buffer__count__records=1)  # a commit per record

@@ -3,17 +3,19 @@
 Delta writes a table's checkpoint (its whole state as Parquet, so readers need not
 replay every JSON commit) inside the commit that reaches a multiple of the table's
 `delta.checkpointInterval`, 10 by default. That commit then takes two to four times
-as long: at 5,000 records/s with buffer.flush.time=1 every tenth batch took 3.7 s
-against 0.7-1.5 s (bench/RESULTS.md, issue 26), and it set the latency's maximum.
+as long: at 5,000 records/s with buffer.flush.time=1 every tenth batch took 2.5-4.4 s
+against 0.6-1.2 s (bench/RESULTS.md, issue 26) and set the latency's maximum.
 
 So the tables floeline creates carry a large interval (TABLE_CHECKPOINT_INTERVAL, the
 fallback for writers other than floeline), and after each commit floeline checks
 whether CHECKPOINT_EVERY commits have passed since the table's last checkpoint; if so
-one background thread writes it (`DeltaLog.checkpoint()`), while the stream waits for
-or runs its next batch. A table with Delta's own cadence (an interval of at most
-CHECKPOINT_EVERY: tables made by others, or by floeline before this) keeps checkpointing
-in its commits. Checkpoints hold no data and no positions: one lost to a crash is
-written after a later commit."""
+one background thread writes it (`DeltaLog.checkpoint()`) while the stream goes on.
+CHECKPOINT_EVERY is 100, delta-rs's default interval: a checkpoint costs about 1.4 s of
+Spark work on a small table, and reading a table through 100 JSON commits cost Spark no
+measurable time more than through 10 (bench/RESULTS.md). A table with an interval of at
+most CHECKPOINT_EVERY (made by others, or by floeline before this) keeps Delta's
+checkpoints in its commits. Checkpoints hold no data and no positions: one lost to a
+crash is written after a later commit."""
 
 from __future__ import annotations
 
@@ -25,9 +27,8 @@ import time
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_PROPERTY = "delta.checkpointInterval"
-# How often floeline checkpoints its tables: Delta's default interval, so readers replay
-# as few JSON commits as they would on any table.
-CHECKPOINT_EVERY = 10
+# How often floeline checkpoints its tables (in commits).
+CHECKPOINT_EVERY = 100
 # The interval of the tables floeline creates: a writer other than floeline still
 # checkpoints them now and then, inside its commit.
 TABLE_CHECKPOINT_INTERVAL = 1000
