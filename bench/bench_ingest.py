@@ -8,12 +8,17 @@
                append, no metadata, same micro-batch size as floeline, Spark's defaults;
    - bare, tuned: the same job with floeline's Kafka source options (a shorter fetch
                wait; see sources/kafka.py), reported for reference, not in the ratio;
+   - same table: a hand-written job with floeline's Kafka source options writing the
+               table floeline writes (its column types, RECORD_METADATA as a VARIANT),
+               exactly once through foreachBatch and Delta's idempotent writes
+               (txnAppId/txnVersion): issue 26 goal 4 asks floeline >= 1.0x this job;
    - floeline: the connector end to end (default pipe, full RECORD_METADATA, exactly-once
                offsets), --until-caught-up.
 3. Latency: a producer at a steady rate (default 5,000 records/s) while the connector
    runs with buffer.flush.time=1; end-to-end latency = commit time - CreateTime.
 
 Last line: floeline_rows_per_s=N bare_rows_per_s=N raw_read_rows_per_s=N ratio_vs_bare=R
+ratio_vs_same_table=R
 """
 
 from __future__ import annotations
@@ -84,6 +89,45 @@ def bare_job(spark, bootstrap, topic, out_dir, max_per_trigger, source_options=N
     query.awaitTermination()
 
 
+# The table floeline writes for these records: the value's fields as NUMBER (decimal),
+# FLOAT, BOOLEAN and VARCHAR columns, upper-cased, and RECORD_METADATA.
+SAME_TABLE_SCHEMA = ("order_id DECIMAL(38,0), customer_id DECIMAL(38,0), customer_name STRING, "
+                     "email STRING, order_total DOUBLE, currency STRING, is_paid BOOLEAN, "
+                     "items DECIMAL(38,0), country STRING, created_at STRING")
+
+
+def same_table_job(spark, bootstrap, topic, out_dir, max_per_trigger) -> None:
+    """The hand-written job of issue 26 goal 4: floeline's Kafka source options, and the
+    same table floeline writes (its columns and types, RECORD_METADATA as a VARIANT with
+    the record's topic, partition, offset, CreateTime, push time and key), exactly once
+    the way Delta offers a hand-written stream: foreachBatch with Delta's idempotent
+    writes (txnAppId, txnVersion = the batch id) in the commit."""
+    app_id = f"same_table_{topic}"
+    columns = [f"j.{name} AS {name.upper()}" for name in
+               (field.split()[0] for field in SAME_TABLE_SCHEMA.split(", "))]
+
+    def write(batch, batch_id):
+        pushed = int(time.time() * 1000)
+        (batch.selectExpr(
+            f"from_json(CAST(value AS STRING), '{SAME_TABLE_SCHEMA}') AS j",
+            "to_variant_object(named_struct('topic', topic, 'partition', partition, 'offset', offset, "
+            f"'CreateTime', unix_millis(timestamp), 'SnowflakeConnectorPushTime', {pushed}L, "
+            "'key', CAST(key AS STRING))) AS RECORD_METADATA")
+         .selectExpr("RECORD_METADATA", *columns)
+         .write.format("delta").mode("append")
+         .option("txnAppId", app_id).option("txnVersion", batch_id)
+         .save(os.path.join(out_dir, "same_table")))
+
+    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .options(**SPARK_SOURCE_OPTIONS)
+              .option("maxOffsetsPerTrigger", str(max_per_trigger)).load())
+    query = (stream.writeStream.foreachBatch(write)
+             .option("checkpointLocation", os.path.join(out_dir, "same_table_ckpt"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+
+
 def floeline_job(spark, bootstrap, topic, out_dir, count_records, flush_s=1) -> Connector:
     config = config_from_dict({
         "name": f"bench_{topic}_{random.randint(0, 10**6)}", "topics": topic, "bootstrap.servers": bootstrap,
@@ -148,11 +192,12 @@ def main() -> int:
     produce_records(bootstrap, warm, args.warmup)
     raw_read(spark, bootstrap, warm)
     bare_job(spark, bootstrap, warm, os.path.join(out_dir, "warm"), args.count_records * PARTITIONS)
+    same_table_job(spark, bootstrap, warm, os.path.join(out_dir, "warm"), args.count_records * PARTITIONS)
     floeline_job(spark, bootstrap, warm, os.path.join(out_dir, "warm"), args.count_records)
 
     # Measured: rounds alternate bare and floeline; the best time of each counts
     # (this machine is shared and noisy).
-    raw_times, bare_times, tuned_times, floe_times, reports = [], [], [], [], None
+    raw_times, bare_times, tuned_times, same_times, floe_times, reports = [], [], [], [], [], None
     for round_no in range(args.rounds):
         round_dir = os.path.join(out_dir, f"round{round_no}")
         raw_count = [0]
@@ -165,14 +210,22 @@ def main() -> int:
         tuned_times.append(timed(lambda: bare_job(spark, bootstrap, topic, tuned_dir,
                                                   args.count_records * PARTITIONS,
                                                   SPARK_SOURCE_OPTIONS)))
+        same_dir = os.path.join(round_dir, "same")
+        same_times.append(timed(lambda: same_table_job(spark, bootstrap, topic, same_dir,
+                                                       args.count_records * PARTITIONS)))
+        same_rows = spark.read.format("delta").load(os.path.join(same_dir, "same_table")).count()
         connector = [None]
         floe_times.append(timed(lambda: connector.__setitem__(
             0, floeline_job(spark, bootstrap, topic, round_dir, args.count_records))))
         floe_rows = spark.read.format("delta").load(connector[0].pipeline.table_ref(topic).path).count()
-        assert bare_rows == floe_rows == args.records, (bare_rows, floe_rows)
+        assert bare_rows == same_rows == floe_rows == args.records, (bare_rows, same_rows, floe_rows)
+        same_columns, floe_columns = (
+            sorted((f.name, f.dataType.simpleString()) for f in spark.read.format("delta").load(path).schema)
+            for path in (os.path.join(same_dir, "same_table"), connector[0].pipeline.table_ref(topic).path))
+        assert same_columns == floe_columns, (same_columns, floe_columns)
         reports = connector[0].reports
         print(f"round {round_no + 1}: raw {raw_times[-1]:.1f}s  bare {bare_times[-1]:.1f}s  "
-              f"bare tuned {tuned_times[-1]:.1f}s  floeline {floe_times[-1]:.1f}s ({len(reports)} micro-batches)")
+              f"bare tuned {tuned_times[-1]:.1f}s  same table {same_times[-1]:.1f}s  floeline {floe_times[-1]:.1f}s ({len(reports)} micro-batches)")
 
     raw_rate, bare_rate, floe_rate = (args.records / min(raw_times), args.records / min(bare_times),
                                       args.records / min(floe_times))
@@ -184,12 +237,18 @@ def main() -> int:
           f"{min(tuned_times):.1f}s  {tuned_rate:,.0f} rows/s; floeline / that = "
           f"{floe_rate / tuned_rate:.2f}")
 
+    same_rate = args.records / min(same_times)
+    print(f"hand-written job writing floeline's table (RECORD_METADATA, Delta's idempotent "
+          f"writes): best {min(same_times):.1f}s  {same_rate:,.0f} rows/s; floeline / that = "
+          f"{floe_rate / same_rate:.2f}")
+
     p50s, maxes = latency_run(spark, bootstrap, out_dir, args.rate, args.latency_seconds)
     if p50s:
         print(f"latency at {args.rate} records/s, buffer.flush.time=1, {len(p50s)} batches: "
               f"p50={statistics.median(p50s) / 1000:.2f}s max={max(maxes) / 1000:.2f}s")
     print(f"floeline_rows_per_s={floe_rate:.0f} bare_rows_per_s={bare_rate:.0f} "
-          f"raw_read_rows_per_s={raw_rate:.0f} ratio_vs_bare={floe_rate / bare_rate:.2f}")
+          f"raw_read_rows_per_s={raw_rate:.0f} ratio_vs_bare={floe_rate / bare_rate:.2f} "
+          f"ratio_vs_same_table={floe_rate / same_rate:.2f}")
     return 0
 
 

@@ -11,6 +11,7 @@ in its state directory, which is how `start`, `stop` and `running_bootstrap` fin
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import shutil
@@ -336,10 +337,14 @@ def _data_hint(state: Path, large_bytes: int = 1 << 30) -> str:
     data = state / "data"
     if not data.is_dir():
         return ""
-    size = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+    size = 0
+    for folder, _dirs, files in os.walk(data):  # os.walk skips what vanishes meanwhile
+        for name in files:
+            with contextlib.suppress(OSError):  # the broker may be moving segments
+                size += os.path.getsize(os.path.join(folder, name))
     if size < large_bytes:
         return ""
-    partitions = sum(1 for d in data.iterdir() if d.is_dir() and "-" in d.name)
+    partitions = sum(1 for name in next(os.walk(data), (None, [], []))[1] if "-" in name)
     return (f"its data directory {data} holds {size / (1 << 30):.1f} GiB in {partitions} "
             f"topic partitions, which it checks at start after an unclean stop; remove "
             f"that directory to start it empty (`make clean` removes all local state); ")

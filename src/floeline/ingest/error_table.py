@@ -76,7 +76,8 @@ class ErrorTable:
         schema = self.tables.schema(state)
         if schema is None:
             tables.create_table(self.spark, errors_ref,
-                                [Column(n, t) for n, t in ERROR_TABLE_COLUMNS], evolution=False)
+                                [Column(n, t) for n, t in ERROR_TABLE_COLUMNS], evolution=False,
+                                own_checkpoints=True)
             state.forget_schema()
             return
         missing = [Column(n, t) for n, t in ERROR_TABLE_COLUMNS if schema.find(n) is None]

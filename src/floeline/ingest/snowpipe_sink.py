@@ -135,7 +135,8 @@ class SnowpipeSink:
             return ready
         if schema is None:
             tables.create_table(self.spark, ref, [Column(METADATA_COLUMN, "variant"),
-                                               Column(CONTENT_COLUMN, "variant")], evolution=True)
+                                               Column(CONTENT_COLUMN, "variant")], evolution=True,
+                                own_checkpoints=True)
             schema = self.tables.schema(state, refresh=True)
         missing = [Column(c, "variant") for c in (METADATA_COLUMN, CONTENT_COLUMN) if schema.find(c) is None]
         if missing:  # as the connector: an existing table gets the two columns

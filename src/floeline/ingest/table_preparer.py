@@ -58,7 +58,7 @@ class TablePreparer:
                 state.create_with_first_commit(new, TableSchema(tuple(columns), True))
                 return state.schema
             tables.create_table(self.spark, ref, columns, evolution=True, auto_compact=settings.auto_compact,
-                                primary_key=primary_key)
+                                primary_key=primary_key, own_checkpoints=True)
             # The table is what was just created: no need to read it back.
             state.remember_schema(TableSchema(tuple(columns), True))
             return state.schema

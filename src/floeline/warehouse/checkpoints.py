@@ -6,19 +6,21 @@ replay every JSON commit) inside the commit that reaches a multiple of the table
 as long: at 5,000 records/s with buffer.flush.time=1 every tenth batch took 2.5-4.4 s
 against 0.6-1.2 s (bench/RESULTS.md, issue 26) and set the latency's maximum.
 
-So the tables floeline creates carry a large interval (TABLE_CHECKPOINT_INTERVAL, the
-fallback for writers other than floeline), and after each commit floeline checks
-whether CHECKPOINT_EVERY commits have passed since the table's last checkpoint; if so
-one background thread writes it (`DeltaLog.checkpoint()`) while the stream goes on.
+So the tables connectors create carry a large interval (TABLE_CHECKPOINT_INTERVAL:
+Delta still checkpoints inside each 1,000th commit, whoever writes), and after each
+commit floeline checks whether CHECKPOINT_EVERY commits have passed since the table's
+last checkpoint; if so one background thread writes it (`DeltaLog.checkpoint()`) while
+the stream goes on, and a connector that ends, or the process, waits for it (bounded).
 CHECKPOINT_EVERY is 100, delta-rs's default interval: a checkpoint costs about 1.4 s of
 Spark work on a small table, and reading a table through 100 JSON commits cost Spark no
 measurable time more than through 10 (bench/RESULTS.md). A table with an interval of at
-most CHECKPOINT_EVERY (made by others, or by floeline before this) keeps Delta's
+most CHECKPOINT_EVERY (made by others, by `floeline sql`, or by a connector before this) keeps Delta's
 checkpoints in its commits. Checkpoints hold no data and no positions: one lost to a
 crash is written after a later commit."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
@@ -51,21 +53,27 @@ def after_commit(spark, path: str) -> None:
         setting = snapshot.metadata().configuration().get(CHECKPOINT_INTERVAL_PROPERTY)
         interval = int(setting.get()) if setting.isDefined() else CHECKPOINT_EVERY
         # A snapshot made from an earlier one keeps that one's checkpoint: the writer's
-        # own record is the later one then.
-        checkpointed = max(snapshot.checkpointProvider().version(), writer.written(path))
+        # own record is the later one then (for this table: a table made again at the
+        # same path has another id).
+        table = (path, snapshot.metadata().id())
+        checkpointed = max(snapshot.checkpointProvider().version(), writer.written(table))
         due = checkpoint_due(snapshot.version(), checkpointed, interval)
     except Exception as exc:  # the commit is in; its checkpoint can wait for the next one
         log.debug("no checkpoint check for %s: %s", path, _first_line(exc))
         return
     if due:
-        writer.enqueue(path, delta_log, spark._jvm.scala.Option.empty())
+        writer.enqueue(table, delta_log, spark._jvm.scala.Option.empty())
 
 
-def drain(paths, timeout_s: float = 60.0) -> bool:
-    """Wait until the queued checkpoints of the tables at `paths` are written (a
-    connector that ends leaves its tables checkpointed); False when `timeout_s` passed
-    first."""
-    return _writer().drain(set(paths), timeout_s)
+def drain(paths=None, timeout_s: float = 30.0) -> bool:
+    """Wait until the queued checkpoints of the tables at `paths` (None: all) are
+    written, so a connector that ends leaves its tables checkpointed; False, logged,
+    when `timeout_s` passed first (those left are written after a later commit)."""
+    done = _writer().drain(None if paths is None else set(paths), timeout_s)
+    if not done:
+        log.info("Delta checkpoints still queued after %.0f s; a later commit queues them again",
+                 timeout_s)
+    return done
 
 
 def _first_line(exc: BaseException) -> str:
@@ -73,32 +81,32 @@ def _first_line(exc: BaseException) -> str:
 
 
 class _CheckpointWriter:
-    """One daemon thread writing queued checkpoints one at a time; a table already
-    queued is not queued twice."""
+    """One daemon thread writing queued checkpoints one at a time; a table (path, Delta
+    table id) already queued is not queued twice."""
 
     def __init__(self):
         self._queue: queue.Queue = queue.Queue()
-        self._pending: set[str] = set()
-        self._written: dict[str, int] = {}
+        self._pending: set[tuple[str, str]] = set()
+        self._written: dict[tuple[str, str], int] = {}
         self._lock = threading.Condition()
         threading.Thread(target=self._run, name="floeline-delta-checkpoints", daemon=True).start()
 
-    def enqueue(self, path: str, delta_log, no_catalog_table) -> None:
+    def enqueue(self, table: tuple[str, str], delta_log, no_catalog_table) -> None:
         with self._lock:
-            if path in self._pending:
+            if table in self._pending:
                 return
-            self._pending.add(path)
-        self._queue.put((path, delta_log, no_catalog_table))
+            self._pending.add(table)
+        self._queue.put((table, delta_log, no_catalog_table))
 
-    def written(self, path: str) -> int:
-        """The version of the last checkpoint this writer wrote for `path` (-1: none)."""
+    def written(self, table: tuple[str, str]) -> int:
+        """The version of the last checkpoint this writer wrote for `table` (-1: none)."""
         with self._lock:
-            return self._written.get(path, -1)
+            return self._written.get(table, -1)
 
-    def drain(self, paths: set[str], timeout_s: float) -> bool:
+    def drain(self, paths: set[str] | None, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         with self._lock:
-            while self._pending & paths:
+            while any(paths is None or path in paths for path, _id in self._pending):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -107,19 +115,19 @@ class _CheckpointWriter:
 
     def _run(self) -> None:
         while True:
-            path, delta_log, no_catalog_table = self._queue.get()
+            table, delta_log, no_catalog_table = self._queue.get()
             started = time.monotonic()
             try:
                 snapshot = delta_log.unsafeVolatileSnapshot()  # the latest this JVM committed
                 delta_log.checkpoint(snapshot, no_catalog_table)
                 with self._lock:
-                    self._written[path] = max(self._written.get(path, -1), snapshot.version())
-                log.debug("checkpoint of %s written in %.2f s", path, time.monotonic() - started)
+                    self._written[table] = max(self._written.get(table, -1), snapshot.version())
+                log.debug("checkpoint of %s written in %.2f s", table[0], time.monotonic() - started)
             except Exception as exc:  # e.g. Spark stopping: a later commit queues it again
-                log.info("the checkpoint of %s was not written: %s", path, _first_line(exc))
+                log.info("the checkpoint of %s was not written: %s", table[0], _first_line(exc))
             finally:
                 with self._lock:
-                    self._pending.discard(path)
+                    self._pending.discard(table)
                     self._lock.notify_all()
 
 
@@ -132,4 +140,7 @@ def _writer() -> _CheckpointWriter:
     with _writer_guard:
         if _writer_instance is None:
             _writer_instance = _CheckpointWriter()
+            # Made once Spark runs, so this runs before PySpark's own exit handler stops
+            # the JVM: a short process (floeline sql's COPY INTO) ends checkpointed too.
+            atexit.register(drain)
         return _writer_instance

@@ -150,14 +150,17 @@ def _column_ddl(column: Column) -> str:
 
 def create_new_table(spark, ref: TableRef, table: NewTable) -> None:
     """CREATE TABLE for a NewTable whose first commit could not create it."""
-    create_table(spark, ref, list(table.columns), evolution=table.evolution)
+    create_table(spark, ref, list(table.columns), evolution=table.evolution, own_checkpoints=True)
 
 
 def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = True,
-                 auto_compact: bool = False, primary_key: tuple[str, ...] = ()) -> None:
+                 auto_compact: bool = False, primary_key: tuple[str, ...] = (),
+                 own_checkpoints: bool = False) -> None:
     """Create the table (no-op when another writer created it first); `auto_compact`
     turns Delta's auto compaction on for it; `primary_key`: the columns a connector
-    with insert.mode=upsert merges by (kept as a table property)."""
+    with insert.mode=upsert merges by (kept as a table property); `own_checkpoints`:
+    a connector's table, whose Delta checkpoints floeline writes beside its commits
+    (warehouse/checkpoints.py), not a table `floeline sql` statements write."""
     ddl = ", ".join(_column_ddl(c) for c in columns)
     mapping = (f"'{COLUMN_MAPPING_PROPERTY}'='name', "
                if needs_column_mapping(c.name for c in columns) else "")
@@ -168,11 +171,13 @@ def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = 
     compact = f", '{AUTO_COMPACT_PROPERTY}'='true'" if auto_compact else ""
     key = (f", '{PRIMARY_KEY_PROPERTY}'={sql_string(json.dumps(list(primary_key)))}"
            if primary_key else "")
+    interval = (f", '{CHECKPOINT_INTERVAL_PROPERTY}'='{TABLE_CHECKPOINT_INTERVAL}'"
+                if own_checkpoints else "")
     with startup.span("table creation"):
         _run(spark, ref,
              f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta "
-             f"TBLPROPERTIES ({mapping}{defaults}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}', "
-             f"'{CHECKPOINT_INTERVAL_PROPERTY}'='{TABLE_CHECKPOINT_INTERVAL}'{types}{compact}{key})")
+             f"TBLPROPERTIES ({mapping}{defaults}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}'"
+             f"{interval}{types}{compact}{key})")
 
 
 @dataclass(frozen=True)
