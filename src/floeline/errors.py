@@ -162,3 +162,9 @@ def batch_failure_kind(exc: BaseException) -> str | None:
 def batch_failure(kind: str, message: str) -> FloelineError:
     """The driver's exception for a row whose error failed the batch (see above)."""
     return ServiceUnavailable(message) if kind == BATCH_TRANSIENT else ServiceError(message)
+
+
+def first_lines(message: str, n: int = 6) -> str:
+    """A Spark error without its JVM stack trace."""
+    message = message.split("\n\nJVM stacktrace")[0]
+    return "\n".join(message.splitlines()[:n])

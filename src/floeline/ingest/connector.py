@@ -24,7 +24,7 @@ import time
 
 from floeline import retry, startup
 from floeline.config import ConnectorConfig, locations
-from floeline.errors import FloelineError, QueryError, ServiceUnavailable, storage_full
+from floeline.errors import FloelineError, QueryError, ServiceUnavailable, first_lines, storage_full
 from floeline.ingest.checkpoint_guard import checkpoint_follows_changes
 from floeline.ingest.general import run_general_batch
 from floeline.ingest.metrics import ConnectorMetrics
@@ -38,7 +38,6 @@ from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
 from floeline.spark import java_cause_is
 from floeline.warehouse import checkpoints
-from floeline.warehouse.commits import first_lines
 
 log = logging.getLogger("floeline")
 

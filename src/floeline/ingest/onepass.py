@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from floeline import jvm
 from floeline.config import locations
-from floeline.errors import ServiceUnavailable, TableError
+from floeline.errors import ServiceUnavailable, TableError, first_lines
 from floeline.ingest.identity_order import generates_identity, in_offset_order
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
@@ -43,7 +43,7 @@ from floeline.records.values_to_columns import SERVER_SIDE, Rules, rules_for
 from floeline.records.content import PARSE_VALUE_SQL, quote_column, sql_string
 from floeline.sources.base import BatchEnd, position_after
 from floeline.warehouse import storage
-from floeline.warehouse.commits import commit, first_lines
+from floeline.warehouse.commits import commit
 from floeline.warehouse.pipes import pipe_for_table
 from floeline.records.columns import METADATA_COLUMN, TableSchema, stores_json
 

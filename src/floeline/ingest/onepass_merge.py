@@ -33,7 +33,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from floeline import jvm
-from floeline.errors import ServiceUnavailable, TableError
+from floeline.errors import ServiceUnavailable, TableError, first_lines
 from floeline.ingest.onepass import (
     CORRUPT_FIELD, FAILURE_MARK, ONE_PASS_SAMPLE, batch_functions, column_read, from_json_sql,
     one_table_batch)
@@ -49,7 +49,7 @@ from floeline.records.content import parse_object_schema, quote_column, sql_stri
 from floeline.records.metadata import field, field_unless_null
 from floeline.records.values_to_columns import SERVER_SIDE, Rules, rules_for
 from floeline.sources.base import BatchEnd
-from floeline.warehouse.commits import first_lines, merge
+from floeline.warehouse.commits import merge
 
 log = logging.getLogger("floeline")
 

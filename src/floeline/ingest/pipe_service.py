@@ -24,14 +24,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-from floeline.errors import FloelineError
+from floeline.errors import FloelineError, first_lines
 from floeline.ingest.file_load import load_files
 from floeline.sources import s3_notifications
 from floeline.sources.pipe_files import FORMAT as PIPE_FILES_FORMAT
 from floeline.sources.pipe_files import PipeFilesDataSource
 from floeline.warehouse import load_history, pipes, stages, tables
 from floeline.warehouse.catalog import Warehouse, folder_name
-from floeline.warehouse.commits import first_lines
 from floeline.warehouse.load_history import LOAD_FAILED, FileLoad
 from floeline.warehouse.pipe_discovery import (MAX_FILES_PER_BATCH, Discovery, split_pipe_name, stage_of,
                                               stored_pipe)

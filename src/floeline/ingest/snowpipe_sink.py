@@ -45,7 +45,7 @@ from urllib.parse import quote
 
 import sqlglot
 
-from floeline.errors import TableError, storage_full
+from floeline.errors import TableError, first_lines, storage_full
 from floeline.ingest import snowpipe_files
 from floeline.ingest.bad_records import BadRecords
 from floeline.ingest.landing import landing
@@ -59,7 +59,7 @@ from floeline.warehouse import load_history, pipes, stage_store, stages, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import LOAD_FAILED
 from floeline.records.columns import METADATA_COLUMN, Column
-from floeline.warehouse.commits import commit, first_lines
+from floeline.warehouse.commits import commit
 from floeline.warehouse.pipe_select import compile_stage_select
 
 log = logging.getLogger("floeline")

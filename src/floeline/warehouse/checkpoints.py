@@ -26,6 +26,8 @@ import queue
 import threading
 import time
 
+from floeline.errors import first_lines
+
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_PROPERTY = "delta.checkpointInterval"
@@ -59,7 +61,7 @@ def after_commit(spark, path: str) -> None:
         checkpointed = max(snapshot.checkpointProvider().version(), writer.written(table))
         due = checkpoint_due(snapshot.version(), checkpointed, interval)
     except Exception as exc:  # the commit is in; its checkpoint can wait for the next one
-        log.debug("no checkpoint check for %s: %s", path, _first_line(exc))
+        log.debug("no checkpoint check for %s: %s", path, first_lines(str(exc), 1))
         return
     if due:
         writer.enqueue(table, delta_log, spark._jvm.scala.Option.empty())
@@ -74,10 +76,6 @@ def drain(paths=None, timeout_s: float = 30.0) -> bool:
         log.info("Delta checkpoints still queued after %.0f s; a later commit queues them again",
                  timeout_s)
     return done
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 class _CheckpointWriter:
@@ -124,7 +122,7 @@ class _CheckpointWriter:
                     self._written[table] = max(self._written.get(table, -1), snapshot.version())
                 log.debug("checkpoint of %s written in %.2f s", table[0], time.monotonic() - started)
             except Exception as exc:  # e.g. Spark stopping: a later commit queues it again
-                log.info("the checkpoint of %s was not written: %s", table[0], _first_line(exc))
+                log.info("the checkpoint of %s was not written: %s", table[0], first_lines(str(exc), 1))
             finally:
                 with self._lock:
                     self._pending.discard(table)

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from floeline.errors import ServiceUnavailable, TableError, storage_full
+from floeline.errors import ServiceUnavailable, TableError, first_lines, storage_full
 from floeline.records.content import quote_column
 from floeline.spark import java_cause_is
 from floeline.sources.base import Committed
@@ -209,8 +209,3 @@ def user_metadata(connector: str | None, after: Committed | None,
         return load_history.commit_metadata(loads, positions)
     return json.dumps(positions)
 
-
-def first_lines(message: str, n: int = 6) -> str:
-    """A Spark error without its JVM stack trace."""
-    message = message.split("\n\nJVM stacktrace")[0]
-    return "\n".join(message.splitlines()[:n])
