@@ -12,7 +12,9 @@ user-defined pipes, converters and transforms).
      the connector before any table commits (with several tables, every table's rows
      are checked first by its sink);
   5. per table: the sink (sink.py: table_sink.py or snowpipe_sink.py) commits the rows
-     with the channels' new positions in one Delta commit."""
+     with the channels' new positions in one Delta commit; or, when every table of the
+     batch has the same columns computed the same way, one job writes all their files
+     and each table commits its own (tables_together.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from floeline.errors import batch_failure
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult, ChannelStats
 from floeline.ingest.sink import TableBatch
+from floeline.ingest.tables_together import write_tables_together
 from floeline.records.content import (
     BLANK_VALUE_SQL, PARSE_ERROR_ANY_JSON_SQL, PARSE_ERROR_SQL, PARSE_VALUE_SQL, sql_string)
 from floeline.records.changes import record_key_sql
@@ -59,6 +62,8 @@ def run_general_batch(pipeline, df, batch_id: int, started: float, finished: set
         phase("read+stats")
         report.records_read = sum(g["records"] for g in groups)
         batches = table_batches(pipeline, rows, groups, finished, routes, report, phase)
+        if write_tables_together(pipeline, rows, groups, batches):
+            return _result(report, groups)
         if pipeline.config.errors_tolerance == "none":
             check_before_commits(pipeline, rows, groups, batches, batch_id)
         for batch in batches:

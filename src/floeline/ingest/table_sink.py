@@ -23,6 +23,7 @@ from floeline.ingest.table_preparer import TablePreparer, record_fields
 from floeline.ingest.table_state import Tables
 from floeline.naming import display_identifier
 from floeline.records import shaping, values_to_columns
+from floeline.records.columns import TableSchema
 from floeline.records.content import quote_column
 from floeline.warehouse.commits import commit
 from floeline.warehouse.pipes import pipe_for_table
@@ -44,6 +45,45 @@ class Shaped:
     @property
     def can_fail(self) -> bool:
         return "_row_error" in self.rows.columns
+
+
+@dataclass(frozen=True)
+class DefaultPipe:
+    """How the default pipe computes a table's columns from a batch's keys."""
+    schema: TableSchema
+    all_fields: dict  # column name -> (keys, type): every key of the batch
+    fields: dict  # the keys that made columns (without those of too wide records)
+    reject_unmatched: bool  # a key without a column is a row error
+    rejects: bool  # and the batch has such keys
+    evolution_refused: str | None
+    table: str  # the table's name in row errors
+
+    def same_rows_as(self, other: DefaultPipe, rules: values_to_columns.Rules) -> bool:
+        """True when `other` computes the same columns the same way from the same keys,
+        and no row of either can fail (so the batch types of their keys, which decide
+        only the per-row checks, may differ: integers of other sizes, say)."""
+        return (self.schema.columns == other.schema.columns
+                and self.reject_unmatched == other.reject_unmatched and not self.rejects
+                and not other.rejects and self._keys() == other._keys()
+                and self._always_fits(rules) and other._always_fits(rules))
+
+    def _keys(self) -> dict[str, list[str]]:
+        return {name: keys for name, (keys, _type) in self.all_fields.items()}
+
+    def _always_fits(self, rules: values_to_columns.Rules) -> bool:
+        return all(values_to_columns.always_fits(shaping.field_for(c, self.all_fields)[1], c, rules)
+                   for c in self.schema.columns)
+
+    def rows(self, table_rows, config, carry: tuple[str, ...] = ()) -> Shaped:
+        """The table's rows as the default pipe computes them from `table_rows`."""
+        schema = self.schema
+        shaped = shaping.default_pipe_rows(schema, table_rows, self.all_fields, config.schematization,
+                                           self.table, reject_unmatched=self.reject_unmatched,
+                                           rules=values_to_columns.rules_for(config.validation),
+                                           evolution_refused=self.evolution_refused, carry=carry)
+        written = {c.name for i, c in enumerate(schema.columns) if f"_c{i}" in shaped.columns}
+        return Shaped(shaped, written_columns(schema, shaped), "'table write'", self.fields,
+                      generates_identity(schema, written))
 
 
 class TableSink:
@@ -113,17 +153,27 @@ class TableSink:
             raise TableError(f"table {ref.full_name} has {pipe.kind} {pipe.name} but the table "
                              f"is gone; create it again or DROP PIPE {pipe.name}")
         shaped = shaping.pipe_rows(schema, lands.rows, pipe)
-        return Shaped(shaped, _written_columns(schema, shaped), "'pipe expression'", {})
+        return Shaped(shaped, written_columns(schema, shaped), "'pipe expression'", {})
 
     def _default_pipe_rows(self, batch: TableBatch, lands: Landing) -> Shaped:
         """Keys -> columns: the table created or evolved for the batch's keys."""
-        cfg, state = self.config, batch.state
-        fields = (record_fields(lands.rows, batch.channels, cfg.column_normalization)
-                  if cfg.schematization else {})
+        fields = self.batch_fields(batch, lands)
         if "" in fields:  # no column can be named by an empty key
             self._divert_empty_keys(batch, lands)
             fields.pop("")
-        all_fields, fields = fields, self.preparer.without_wide_records(state, lands.rows, fields)
+        return self.default_pipe(batch, lands, fields).rows(lands.rows, self.config)
+
+    def batch_fields(self, batch: TableBatch, lands: Landing) -> dict:
+        """The batch's keys for the table's columns (none without schematization)."""
+        cfg = self.config
+        return (record_fields(lands.rows, batch.channels, cfg.column_normalization)
+                if cfg.schematization else {})
+
+    def default_pipe(self, batch: TableBatch, lands: Landing, all_fields: dict) -> DefaultPipe:
+        """The table created or evolved for the batch's keys `all_fields`, and how the
+        default pipe computes its columns from them."""
+        cfg, state = self.config, batch.state
+        fields = self.preparer.without_wide_records(state, lands.rows, all_fields)
         batch.phase("keys")
         channels = batch.channels.values()
         declared = self.declared_types(set().union(*(c.schema_ids for c in channels)),
@@ -131,15 +181,11 @@ class TableSink:
         schema = self.preparer.prepare(state, lands.rows, fields, declared, first_commit_creates=True)
         batch.phase("table")
         reject = schema.evolution or cfg.validation == "client_side"
+        unmatched = shaping.unmatched_keys(schema, all_fields)
         if not reject:
-            self._note_ignored_keys(state.ref, shaping.unmatched_keys(schema, all_fields))
-        shaped = shaping.default_pipe_rows(schema, lands.rows, all_fields, cfg.schematization,
-                                           display_name(state.ref), reject_unmatched=reject,
-                                           rules=values_to_columns.rules_for(cfg.validation),
-                                           evolution_refused=state.evolution_refused)
-        written = {c.name for i, c in enumerate(schema.columns) if f"_c{i}" in shaped.columns}
-        return Shaped(shaped, _written_columns(schema, shaped), "'table write'", fields,
-                      generates_identity(schema, written))
+            self._note_ignored_keys(state.ref, unmatched)
+        return DefaultPipe(schema, all_fields, fields, reject, bool(unmatched) and reject,
+                           state.evolution_refused, display_name(state.ref))
 
     def _note_ignored_keys(self, ref, keys: list[str]) -> None:
         """Server-side validation with evolution off: the default pipe ignores keys that
@@ -209,8 +255,8 @@ class TableSink:
             clean and not lands.replayed and not shaped.can_fail and bool(shaped.fields))
 
 
-def _written_columns(schema, shaped) -> list[str]:
-    """The write's select list (the default pipe leaves out keyless columns)."""
+def written_columns(schema, shaped) -> list[str]:
+    """The write's select list over default_pipe_rows' `_c<i>` columns (the default pipe leaves out keyless columns)."""
     return [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)
             if f"_c{i}" in shaped.columns]
 

@@ -108,6 +108,99 @@ def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable
     return True
 
 
+class FilesCommit:
+    """One table's commit of data files another write made (shared_write.py), with the
+    positions in its userMetadata as `commit` puts them. Started before the files are
+    written: `usable` says whether the table takes them as they are (else the caller
+    writes the table's rows with `commit`). Usable: a new table created by this commit
+    (`create`) or an existing one, whose columns include `fields` ((name, type) pairs:
+    the files' columns; a column they lack reads as NULL, as after schema evolution),
+    all nullable, with nothing a plain Parquet file would skip (no column
+    metadata: defaults, identities, generated columns, constraints, comments; no column
+    mapping, partitions or CHECK constraints; no custom statistics columns)."""
+
+    def __init__(self, spark, ref: TableRef, fields: list[tuple[str, str]],
+                 create: tables.NewTable | None = None):
+        self.spark, self.ref, self.create = spark, ref, create
+        delta = spark._jvm.org.apache.spark.sql.delta
+        self._delta = delta
+        self._txn = delta.DeltaLog.forTable(spark._jsparkSession, ref.path).startTransaction()
+        if self._txn.readVersion() < 0:
+            self._schema_json = create.schema_json(spark) if create is not None else None
+            self.usable = (self._schema_json is not None
+                           and reads_files_of(plain_fields(json.loads(self._schema_json)), fields))
+        else:
+            self.create = None
+            metadata = json.loads(self._txn.metadata().json())["metaData"]
+            configuration = metadata.get("configuration") or {}
+            self.usable = (not metadata.get("partitionColumns")
+                           and not any(k.startswith(_SETTINGS_A_FILE_WRITE_SKIPS) for k in configuration)
+                           and configuration.get("delta.columnMapping.mode", "none") == "none"
+                           and reads_files_of(plain_fields(json.loads(metadata["schemaString"])), fields))
+
+    def commit(self, adds: list[dict], connector: str, after: Committed,
+               check_owned: Callable[[], None] | None = None) -> None:
+        """Commit the add actions `adds` (files already in the table's folder) with
+        `connector`'s positions `after`: one Delta commit, failures as `commit`'s."""
+        if check_owned is not None:
+            check_owned()
+        jvm, delta = self.spark._jvm, self._delta
+        try:
+            if self.create is not None:
+                self._txn.updateMetadataForNewTable(
+                    delta.actions.Action.fromJson(self.create.metadata_json(self._schema_json)))
+            actions = jvm.java.util.ArrayList()
+            for add in adds:
+                actions.add(delta.actions.Action.fromJson(json.dumps({"add": add})))
+            self._register_metrics(adds)
+            none = jvm.scala.Option.empty()
+            operation = delta.DeltaOperations.Write(
+                jvm.org.apache.spark.sql.SaveMode.Append, none, none,
+                jvm.scala.Option.apply(user_metadata(connector, after)), none, none, none, none, none)
+            self._txn.commit(jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq(), operation)
+        except Exception as exc:
+            raise commit_failure(exc, f"writing to table {self.ref.full_name}", self.ref) from exc
+        checkpoints.after_commit(self.spark, self.ref.path)
+
+
+    def _register_metrics(self, adds: list[dict]) -> None:
+        """The commit's operationMetrics as an append's (files, rows, bytes), which
+        DESCRIBE HISTORY shows: the write that counted them was another transaction's."""
+        jvm = self.spark._jvm
+        values = {"numFiles": len(adds), "numOutputBytes": sum(int(a.get("size") or 0) for a in adds),
+                  "numOutputRows": sum(int(json.loads(a.get("stats") or "{}").get("numRecords", 0)) for a in adds)}
+        context = self.spark._jsparkSession.sparkContext()
+        metrics = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
+        for name, value in values.items():
+            metric = jvm.org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(context, name)
+            metric.set(value)
+            metrics = metrics.updated(name, metric)
+        self._txn.registerSQLMetrics(self.spark._jsparkSession, metrics)
+
+
+# Table settings whose tables a file written without them would break.
+_SETTINGS_A_FILE_WRITE_SKIPS = ("delta.constraints.", "delta.dataSkipping")
+
+
+def plain_fields(schema: dict) -> list[tuple[str, str]] | None:
+    """(name, type) of a Delta schema's fields when each is nullable and has no
+    metadata; else None."""
+    fields = schema.get("fields", [])
+    if any(not f.get("nullable", True) or f.get("metadata") for f in fields):
+        return None
+    return [(f["name"], json.dumps(f["type"])) for f in fields]
+
+
+def reads_files_of(table_fields: list[tuple[str, str]] | None, fields: list[tuple[str, str]]) -> bool:
+    """Whether a table with `table_fields` (None: not plain) reads files of `fields`."""
+    return table_fields is not None and bool(fields) and set(fields) <= set(table_fields)
+
+
+def plain_fields_of(frame) -> list[tuple[str, str]]:
+    """The (name, type) pairs of a DataFrame's columns, as FilesCommit compares them."""
+    return [(f["name"], json.dumps(f["type"])) for f in json.loads(frame.schema.json())["fields"]]
+
+
 def merge(source, ref: TableRef, connector: str, after: Committed,
           check_owned: Callable[[], None] | None, keys: list[tuple[str, str]],
           columns: list[tuple[str, str]], delete: str, what: str | None = None,

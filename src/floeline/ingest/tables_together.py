@@ -1,0 +1,129 @@
+"""A batch's tables written by one Spark job, then committed one by one (issue 26).
+
+The general path writes a batch's tables one after another, a write job and a commit
+each: ~0.5-1 s a table whatever its rows (bench/RESULTS.md: 100 tables ran at 0.06-0.1x
+the rows/s of one). When every table of the batch has the same columns and the default
+pipe computes them the same way from the same keys (topics of one kind of record, or
+RECORD_METADATA and RECORD_CONTENT without schematization), one projection over the
+batch computes every row with its table's key, one job writes every table's files
+(warehouse/shared_write.py), and each table commits its files with its positions
+(commits.FilesCommit): exactly once as before, since a table's rows and positions are
+still in one commit.
+
+Anything else takes the per-table path, decided before anything is written: bad
+records, tombstones or rows a Filter dropped (their rules are the sinks'), replays,
+user-defined pipes, tables whose columns or keys differ, rows that may fail their
+column's type, a table whose layout a plain file write would not honour
+(FilesCommit.usable), SNOWPIPE and upserts."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+from floeline.errors import TableError, first_lines, storage_full
+from floeline.ingest.sink import TableBatch
+from floeline.ingest.landing import landing
+from floeline.ingest.table_sink import TableSink
+from floeline.records.content import sql_string
+from floeline.records.values_to_columns import rules_for
+from floeline.warehouse import shared_write
+from floeline.warehouse.catalog import folder_name
+from floeline.warehouse.commits import FilesCommit, commit_failure, plain_fields_of
+from floeline.warehouse.pipes import pipe_for_table
+
+# Tables committed side by side: a commit is driver work (the Delta log's files, the
+# snapshot after it) that waits on storage more than on a core.
+COMMIT_THREADS = 4
+
+
+def write_tables_together(pipeline, rows, groups, batches: list[TableBatch]) -> bool:
+    """Write and commit `batches` (the batch's tables) with one write job when they all
+    allow it (see the module doc); False, with nothing written, when they do not."""
+    cfg, sink = pipeline.config, pipeline.sink
+    if (len(batches) < 2 or not isinstance(sink, TableSink)
+            or any(g["bad"] or g["tombstones"] or g["filtered"] for g in groups)):
+        return False
+    for batch in batches:
+        ref = batch.state.ref
+        if (not batch.channels or pipe_for_table(pipeline.warehouse, ref.database, ref.schema, ref.name)
+                or any(batch.state.holds(ch, c.first) for ch, c in batch.channels.items())):
+            return False
+    pipes = []
+    for batch in batches:
+        lands = landing(batch, cfg.null_values, pipeline.bad)  # no job: nothing to take out
+        fields = sink.batch_fields(batch, lands)
+        if "" in fields:
+            return False
+        pipes.append(sink.default_pipe(batch, lands, fields))
+        if not pipes[-1].same_rows_as(pipes[0], rules_for(cfg.validation)):
+            return False
+    shaped = pipes[0].rows(rows, cfg, carry=("_route",))
+    if shaped.can_fail or shaped.offset_order:
+        return False
+    key_of_route = {g["_route"]: f"t{i}" for i, b in enumerate(batches) for g in groups
+                    if pipeline.table_ref(g["_route"]).full_name == b.state.ref.full_name}
+    lookup = "map(" + ", ".join(f"{sql_string(r)}, {sql_string(k)}" for r, k in sorted(key_of_route.items())) + ")"
+    frame = shaped.rows.selectExpr(f"element_at({lookup}, _route) AS {shared_write.TABLE_COLUMN}",
+                                   *shaped.columns)
+    fields = plain_fields_of(frame.drop(shared_write.TABLE_COLUMN))
+    commits = [FilesCommit(pipeline.spark, b.state.ref, fields, b.state.creation) for b in batches]
+    if not all(c.usable for c in commits):
+        return False
+    staging = pipeline.warehouse.path("_staging", folder_name(cfg.name))
+    phase = batches[0].phase
+    try:
+        try:
+            staged = shared_write.write_files_by_table(frame, staging)
+        except Exception as exc:
+            raise _write_failure(exc, batches, staging) from exc
+        phase("write together")
+        files = [staged.get(f"t{i}", []) for i in range(len(batches))]
+        _check_counts(batches, files)
+        with ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="floeline-commit") as pool:
+            for done in [pool.submit(_commit_table, pipeline, batch, files_commit, table_files)
+                         for batch, files_commit, table_files in zip(batches, commits, files)]:
+                done.result()  # the first failure is the batch's (the others ran on)
+        phase("commits")
+    finally:
+        shared_write.empty(pipeline.spark, staging)
+    return True
+
+
+def _check_counts(batches: list[TableBatch], files) -> None:
+    """Before any commit: each table's files hold as many rows as its channels' records
+    (the files' statistics), so a row without its table cannot go unnoticed."""
+    for batch, table_files in zip(batches, files):
+        written = sum(json.loads(f.add.get("stats") or "{}").get("numRecords", -1) for f in table_files)
+        expected = sum(c.records for c in batch.channels.values())
+        if written != expected:
+            raise TableError(f"writing the batch's tables together: table {batch.state.ref.full_name} "
+                             f"got {written} rows in its files for {expected} records, so nothing of the "
+                             f"batch was committed (a floeline bug: please report it with this message)")
+
+
+def _write_failure(exc: BaseException, batches: list[TableBatch], staging: str) -> Exception:
+    """The error of a failed shared write: StorageFull or TableError (nothing committed)."""
+    what = f"writing the files of {len(batches)} tables in one job"
+    return storage_full(exc, what, staging) or TableError(
+        f"{what} failed: {first_lines(str(exc))}; nothing of the batch was committed")
+
+
+def _commit_table(pipeline, batch: TableBatch, files_commit: FilesCommit, files) -> None:
+    """Move the table's files in and commit them with its channels' new positions."""
+    state = batch.state
+    after = state.after({ch: c.last for ch, c in batch.channels.items()}, batch.finished)
+    try:
+        try:
+            adds = shared_write.move_into(pipeline.spark, files, state.ref.path)
+        except Exception as exc:
+            raise commit_failure(exc, f"moving files into table {state.ref.full_name}", state.ref) from exc
+        files_commit.commit(adds, pipeline.config.name, after, pipeline.before_commit)
+    except Exception:
+        state.commit_failed()
+        pipeline.metrics.table_commit_error(state.ref.full_name)
+        raise
+    state.created()
+    state.general_batch_committed(after, (), False)
+    rows = sum(c.records for c in batch.channels.values())
+    batch.report.rows_written[state.ref.name] = batch.report.rows_written.get(state.ref.name, 0) + rows

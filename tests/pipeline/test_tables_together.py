@@ -1,0 +1,104 @@
+"""A batch's tables written by one Spark job and committed one by one
+(ingest/tables_together.py): the same rows, positions and history as per-table writes,
+and the per-table path wherever a table needs it. Over the memory source: real Spark
+and Delta, no broker."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from delta.tables import DeltaTable
+
+from floeline.warehouse.positions import read_committed
+
+pytestmark = pytest.mark.integration
+
+
+def _path(warehouse: str, table: str) -> str:
+    return os.path.join(warehouse, "FLOELINE", "PUBLIC", table)
+
+
+def _ref(warehouse: str, table: str):
+    from floeline.warehouse.catalog import Warehouse
+
+    return Warehouse(warehouse).table("FLOELINE", "PUBLIC", table)
+
+
+def _history(spark, path: str) -> list:
+    return DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+
+
+def _phases(connector) -> set[str]:
+    return {name for report in connector.reports for name in report.phases}
+
+
+@pytest.mark.parametrize("schematization", ["true", "false"])
+def test_tables_of_one_kind_of_record_are_written_by_one_job(schematization, memory_log, make_config,
+                                                             run_memory, read_table, spark, warehouse):
+    topics = ["orders", "refunds", "returns"]
+    for i, topic in enumerate(topics):
+        # Integers of other sizes per topic: the same NUMBER column in every table.
+        memory_log.append(f"{topic}/0", topic,
+                          [json.dumps({"n": n * 10 ** i, "name": f"{topic} {n}"}).encode() for n in range(4)])
+    config = make_config(topics=",".join(topics), snowflake__enable__schematization=schematization)
+    connector = run_memory(config)
+    assert "write together" in _phases(connector) and "convert+write" not in _phases(connector)
+
+    def rows(topic):
+        table = read_table(topic.upper())
+        if schematization == "true":
+            return sorted((int(r["N"]), r["NAME"]) for r in table.collect())
+        return sorted((json.loads(r["c"])["n"], json.loads(r["c"])["name"])
+                      for r in table.selectExpr("to_json(RECORD_CONTENT) AS c").collect())
+
+    for i, topic in enumerate(topics):
+        assert rows(topic) == [(n * 10 ** i, f"{topic} {n}") for n in range(4)]
+        (first,) = _history(spark, _path(warehouse, topic.upper()))
+        assert first["operation"] == "WRITE" and first["operationMetrics"]["numOutputRows"] == "4"
+        # The positions are in the commit of the rows, and RECORD_METADATA names each row's source.
+        assert read_committed(spark, _ref(warehouse, topic.upper()), config.name).positions == {f"{topic}/0": "3"}
+        meta = read_table(topic.upper()).selectExpr("to_json(RECORD_METADATA) AS m").collect()
+        assert sorted(json.loads(r["m"])["position"] for r in meta) == ["0", "1", "2", "3"]
+        assert {json.loads(r["m"])["channel"] for r in meta} == {f"{topic}/0"}
+        # Each file's statistics count its rows (floeline status and other engines read them).
+        log_dir = os.path.join(_path(warehouse, topic.upper()), "_delta_log")
+        adds = [json.loads(line)["add"] for line in open(os.path.join(log_dir, "0" * 20 + ".json"))
+                if '"add"' in line]
+        assert sum(json.loads(a["stats"])["numRecords"] for a in adds) == 4
+    assert not os.path.exists(os.path.join(warehouse, "_staging", config.name))  # emptied
+
+    # The next batch appends to the existing tables the same way, a column left out
+    # where no record has its key.
+    for topic in topics:
+        memory_log.append(f"{topic}/0", topic, [json.dumps({"n": 100}).encode()])
+    connector = run_memory(config)
+    assert "write together" in _phases(connector)
+    for topic in topics:
+        assert read_table(topic.upper()).count() == 5
+        assert read_committed(spark, _ref(warehouse, topic.upper()), config.name).positions == {f"{topic}/0": "4"}
+    if schematization == "true":
+        assert read_table("ORDERS").where("N = 100").collect()[0]["NAME"] is None
+
+
+def test_tables_that_differ_or_need_their_own_rules_are_written_one_by_one(memory_log, make_config, run_memory,
+                                                                          read_table, spark, warehouse):
+    # REFUNDS has a CHECK constraint a file written elsewhere would not honour.
+    spark.sql(f"CREATE TABLE delta.`{_path(warehouse, 'REFUNDS')}` (RECORD_METADATA VARIANT, N DECIMAL(38,0)) "
+              f"USING delta TBLPROPERTIES ('floeline.enableSchemaEvolution' = 'true')")
+    spark.sql(f"ALTER TABLE delta.`{_path(warehouse, 'REFUNDS')}` ADD CONSTRAINT small CHECK (N < 100)")
+    for topic in ("orders", "refunds"):
+        memory_log.append(f"{topic}/0", topic, [json.dumps({"n": n}).encode() for n in range(3)])
+    config = make_config(topics="orders,refunds")
+    connector = run_memory(config)
+    assert "write together" not in _phases(connector) and "convert+write" in _phases(connector)
+    assert sorted(int(r["N"]) for r in read_table("REFUNDS").collect()) == [0, 1, 2]
+
+    # Other keys per table: each table its own columns, its own write.
+    memory_log.append("orders/0", "orders", [json.dumps({"n": 5, "extra": True}).encode()])
+    memory_log.append("refunds/0", "refunds", [json.dumps({"n": 6}).encode()])
+    connector = run_memory(config)
+    assert "write together" not in _phases(connector)
+    assert read_table("ORDERS").where("EXTRA").count() == 1
+    assert read_table("REFUNDS").count() == 4
