@@ -30,6 +30,7 @@ from floeline.ingest.general import run_general_batch
 from floeline.ingest.metrics import ConnectorMetrics
 from floeline.ingest.onepass import batch_range, run_one_pass_batch
 from floeline.ingest.onepass_merge import run_one_pass_merge
+from floeline.ingest.onepass_tables import run_one_pass_tables
 from floeline.ingest.pipeline import Pipeline
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.read_tasks import at_most_read_tasks
@@ -296,6 +297,8 @@ class Connector:
             finished = set(end.finished - start.finished)
             one_pass = run_one_pass_merge if self.config.changes.upsert else run_one_pass_batch
             result = one_pass(self.pipeline, df, batch_id, started, start, end)
+            if result is None:
+                result = run_one_pass_tables(self.pipeline, df, batch_id, started, start, end)
         if result is None:
             result = run_general_batch(self.pipeline, df, batch_id, started, finished, self.routes)
         return self._finish(result, started, finished)

@@ -288,7 +288,7 @@ def one_table_batch(pipeline, start: BatchEnd, end: BatchEnd):
     if len(refs) != 1 or not channels:
         return None
     state = pipeline.tables.state(next(iter(refs.values())))
-    if any(_replayed(state, ch, before) for ch, (before, _last) in channels.items()):
+    if any(replayed(state, ch, before) for ch, (before, _last) in channels.items()):
         return None  # a replay: the general path drops what the table holds
     ref = state.ref
     if pipe_for_table(pipeline.warehouse, ref.database, ref.schema, ref.name):
@@ -296,7 +296,7 @@ def one_table_batch(pipeline, start: BatchEnd, end: BatchEnd):
     return state, channels, finished
 
 
-def _replayed(state, channel: str, before: str | None) -> bool:
+def replayed(state, channel: str, before: str | None) -> bool:
     """True when the table holds records of `channel` after `before` (where the batch
     starts): the batch repeats what was committed."""
     committed = state.committed.positions.get(channel)

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from floeline.errors import TableError, first_lines, storage_full
 from floeline.ingest.sink import TableBatch
 from floeline.ingest.landing import landing
 from floeline.ingest.table_sink import TableSink
+from floeline.ingest.table_state import TableState
 from floeline.records.content import sql_string
 from floeline.records.values_to_columns import rules_for
+from floeline.sources.base import Committed
 from floeline.warehouse import shared_write
 from floeline.warehouse.catalog import folder_name
 from floeline.warehouse.commits import FilesCommit, commit_failure, plain_fields_of
@@ -66,64 +69,91 @@ def write_tables_together(pipeline, rows, groups, batches: list[TableBatch]) -> 
     lookup = "map(" + ", ".join(f"{sql_string(r)}, {sql_string(k)}" for r, k in sorted(key_of_route.items())) + ")"
     frame = shaped.rows.selectExpr(f"element_at({lookup}, _route) AS {shared_write.TABLE_COLUMN}",
                                    *shaped.columns)
-    fields = plain_fields_of(frame.drop(shared_write.TABLE_COLUMN))
-    commits = [FilesCommit(pipeline.spark, b.state.ref, fields, b.state.creation) for b in batches]
-    if not all(c.usable for c in commits):
+    shares = [TableShare(b.state, b.state.after({ch: c.last for ch, c in b.channels.items()}, b.finished),
+                         sum(c.records for c in b.channels.values()),
+                         tuple(k for keys, _t in p.fields.values() for k in keys), bool(p.fields))
+              for b, p in zip(batches, pipes)]
+    written = write_and_commit(pipeline, frame, shares, batches[0].phase)
+    if written is None:
         return False
-    staging = pipeline.warehouse.path("_staging", folder_name(cfg.name))
-    phase = batches[0].phase
+    for batch, share in zip(batches, shares):
+        name = share.state.ref.name
+        batch.report.rows_written[name] = batch.report.rows_written.get(name, 0) + written[share.state.ref.full_name]
+    return True
+
+
+@dataclass
+class TableShare:
+    """One table's share of a batch written together: its positions once committed,
+    its rows (None: not known before the write), and what its commit teaches its state
+    (the keys its rows had; `clean`: the next batch may take one pass)."""
+    state: TableState
+    after: Committed
+    rows: int | None
+    keys: tuple[str, ...]
+    clean: bool
+
+
+def write_and_commit(pipeline, frame, shares: list[TableShare], phase) -> dict[str, int] | None:
+    """Write `frame` (the tables' columns and TABLE_COLUMN: `t<i>` for `shares[i]`) in
+    one job, then commit each table's files with its positions, COMMIT_THREADS at a
+    time; the rows committed per table (full name). None, with nothing written, when a
+    table does not take such files (FilesCommit.usable). Raises the write's failure
+    (nothing committed) or the first commit's."""
+    fields = plain_fields_of(frame.drop(shared_write.TABLE_COLUMN))
+    commits = [FilesCommit(pipeline.spark, s.state.ref, fields, s.state.creation) for s in shares]
+    if not all(c.usable for c in commits):
+        return None
+    staging = pipeline.warehouse.path("_staging", folder_name(pipeline.config.name))
     try:
         try:
             staged = shared_write.write_files_by_table(frame, staging)
         except Exception as exc:
-            raise _write_failure(exc, batches, staging) from exc
+            raise _write_failure(exc, len(shares), staging) from exc
         phase("write together")
-        files = [staged.get(f"t{i}", []) for i in range(len(batches))]
-        _check_counts(batches, files)
+        files = [staged.get(f"t{i}", []) for i in range(len(shares))]
+        rows = [sum(json.loads(f.add.get("stats") or "{}").get("numRecords", -1) for f in table_files)
+                for table_files in files]
+        _check_counts(shares, rows)
         with ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="floeline-commit") as pool:
-            for done in [pool.submit(_commit_table, pipeline, batch, files_commit, table_files)
-                         for batch, files_commit, table_files in zip(batches, commits, files)]:
+            for done in [pool.submit(_commit_table, pipeline, share, files_commit, table_files)
+                         for share, files_commit, table_files in zip(shares, commits, files)]:
                 done.result()  # the first failure is the batch's (the others ran on)
         phase("commits")
     finally:
         shared_write.empty(pipeline.spark, staging)
-    return True
+    return {s.state.ref.full_name: n for s, n in zip(shares, rows)}
 
 
-def _check_counts(batches: list[TableBatch], files) -> None:
-    """Before any commit: each table's files hold as many rows as its channels' records
-    (the files' statistics), so a row without its table cannot go unnoticed."""
-    for batch, table_files in zip(batches, files):
-        written = sum(json.loads(f.add.get("stats") or "{}").get("numRecords", -1) for f in table_files)
-        expected = sum(c.records for c in batch.channels.values())
-        if written != expected:
-            raise TableError(f"writing the batch's tables together: table {batch.state.ref.full_name} "
-                             f"got {written} rows in its files for {expected} records, so nothing of the "
+def _check_counts(shares: list[TableShare], rows: list[int]) -> None:
+    """Before any commit: each table's files hold as many rows as its share of the
+    batch had records (when known), so a row without its table cannot go unnoticed."""
+    for share, written in zip(shares, rows):
+        if written < 0 or (share.rows is not None and written != share.rows):
+            raise TableError(f"writing the batch's tables together: table {share.state.ref.full_name} "
+                             f"got {written} rows in its files for {share.rows} records, so nothing of the "
                              f"batch was committed (a floeline bug: please report it with this message)")
 
 
-def _write_failure(exc: BaseException, batches: list[TableBatch], staging: str) -> Exception:
+def _write_failure(exc: BaseException, tables: int, staging: str) -> Exception:
     """The error of a failed shared write: StorageFull or TableError (nothing committed)."""
-    what = f"writing the files of {len(batches)} tables in one job"
+    what = f"writing the files of {tables} tables in one job"
     return storage_full(exc, what, staging) or TableError(
         f"{what} failed: {first_lines(str(exc))}; nothing of the batch was committed")
 
 
-def _commit_table(pipeline, batch: TableBatch, files_commit: FilesCommit, files) -> None:
+def _commit_table(pipeline, share: TableShare, files_commit: FilesCommit, files) -> None:
     """Move the table's files in and commit them with its channels' new positions."""
-    state = batch.state
-    after = state.after({ch: c.last for ch, c in batch.channels.items()}, batch.finished)
+    state = share.state
     try:
         try:
             adds = shared_write.move_into(pipeline.spark, files, state.ref.path)
         except Exception as exc:
             raise commit_failure(exc, f"moving files into table {state.ref.full_name}", state.ref) from exc
-        files_commit.commit(adds, pipeline.config.name, after, pipeline.before_commit)
+        files_commit.commit(adds, pipeline.config.name, share.after, pipeline.before_commit)
     except Exception:
         state.commit_failed()
         pipeline.metrics.table_commit_error(state.ref.full_name)
         raise
     state.created()
-    state.general_batch_committed(after, (), False)
-    rows = sum(c.records for c in batch.channels.values())
-    batch.report.rows_written[state.ref.name] = batch.report.rows_written.get(state.ref.name, 0) + rows
+    state.general_batch_committed(share.after, share.keys, share.clean)

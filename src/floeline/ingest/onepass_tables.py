@@ -1,0 +1,122 @@
+"""The steady-state micro-batch of a connector writing many tables of one layout: one
+pass from the source to every table's files, then a commit per table (issue 26).
+
+onepass.py writes one table's batch in one pass (from_json straight into the table's
+types, every record checked inside the write). When a batch holds several tables that
+each took a clean batch before (their keys known, `one_pass_ready`) and that share
+their columns and keys, the same plan computes every table's rows: the record's table
+is one more column, and tables_together.write_and_commit writes all files in one job
+and commits each table with its positions. A record that needs the general path fails
+the write before anything commits, and the batch takes the general path, as with one
+table."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
+
+from floeline.errors import ServiceUnavailable, TableError, first_lines
+from floeline.ingest.identity_order import generates_identity
+from floeline.ingest.onepass import batch_functions, from_json_sql, replayed, typed_plan
+from floeline.ingest.progress import BatchReport
+from floeline.ingest.results import BatchResult
+from floeline.ingest.table_sink import TableSink
+from floeline.ingest.tables_together import TableShare, write_and_commit
+from floeline.records.content import sql_string
+from floeline.records.values_to_columns import rules_for
+from floeline.sources.base import BatchEnd
+from floeline.warehouse import shared_write
+from floeline.warehouse.pipes import pipe_for_table
+
+log = logging.getLogger("floeline")
+
+
+def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: BatchEnd,
+                        end: BatchEnd) -> BatchResult | None:
+    """Write the batch's tables in one pass when they allow it (see the module doc);
+    None when the batch must take another path (nothing was committed then)."""
+    cfg = pipeline.config
+    if (not cfg.schematization or pipeline.decode or cfg.changes.upsert
+            or not isinstance(pipeline.sink, TableSink)):
+        return None
+    tables = _tables_of_batch(pipeline, start, end)
+    if tables is None:
+        return None
+    states = [state for state, _channels, _finished in tables.values()]
+    schema = pipeline.tables.schema(states[0])
+    keys = states[0].known_keys
+    if schema is None or not keys or any(
+            not s.one_pass_ready or s.known_keys != keys or pipeline.tables.schema(s) != schema
+            for s in states):
+        return None
+    plan = typed_plan(schema, keys, pipeline.headers_check, cfg.column_normalization,
+                      rules_for(cfg.validation))
+    if plan is None or generates_identity(schema, plan.written):
+        return None
+    push_time = batch_functions(df, plan.known_keys, started, batch_id)
+    if push_time is None:
+        return None
+    key_of_route = {route: f"t{i}" for i, (_name, (_s, channels, finished)) in enumerate(tables.items())
+                    for route in {pipeline.source.route_of(ch) for ch in set(channels) | finished}}
+    lookup = "map(" + ", ".join(f"{sql_string(r)}, {sql_string(k)}" for r, k in sorted(key_of_route.items())) + ")"
+    observed = Observation(f"floeline-{cfg.name}-{batch_id}")
+    frame = df.selectExpr(
+        "route", "value", "headers", "timestamp",
+        f"{from_json_sql(plan.json_schema)} AS j",
+        f"{pipeline.source.metadata_sql(cfg.metadata, push_time)} AS _meta",
+    ).observe(observed, F.min(F.unix_millis("timestamp")).alias("ts_min"),
+              F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid")).selectExpr(f"element_at({lookup}, route) AS {shared_write.TABLE_COLUMN}", *plan.columns)
+    shares = [TableShare(state, state.after({ch: last for ch, (_b, last) in channels.items()}, finished),
+                         None, tuple(keys), True)
+              for state, channels, finished in tables.values()]
+    report = BatchReport(batch_id)
+    phases_from = [time.time()]
+
+    def phase(name: str) -> None:
+        now = time.time()
+        report.phases[name] = report.phases.get(name, 0.0) + now - phases_from[0]
+        phases_from[0] = now
+
+    try:
+        written = write_and_commit(pipeline, frame, shares, phase)
+    except (TableError, ServiceUnavailable) as exc:  # a record needing it, or a commit conflict
+        log.info("batch %s takes the general path: %s", batch_id, first_lines(str(exc.__cause__ or exc), 2))
+        for state in states:
+            state.one_pass_failed(committing=True)
+        return None
+    if written is None:
+        return None
+    for state in states:
+        report.rows_written[state.ref.name] = written[state.ref.full_name]
+    report.records_read = sum(written.values())
+    positions = {ch: last for _s, channels, _f in tables.values() for ch, (_b, last) in channels.items()}
+    stats = observed.get
+    return BatchResult(report, positions, [(stats["ts_mid"], report.records_read)], stats["ts_min"])
+
+
+def _tables_of_batch(pipeline, start: BatchEnd, end: BatchEnd):
+    """table -> (state, channel -> (position before, last position), finished channels)
+    when the batch holds new records for several tables, repeats nothing they hold and
+    none has a user-defined pipe; else None."""
+    channels = {ch: (start.positions.get(ch), last) for ch, last in end.positions.items()
+                if start.positions.get(ch) != last}
+    finished = set(end.finished - start.finished)
+    tables: dict[str, tuple] = {}
+    for ch in set(channels) | finished:
+        state = pipeline.tables.state(pipeline.table_ref(pipeline.source.route_of(ch)))
+        _state, table_channels, table_finished = tables.setdefault(state.ref.full_name, (state, {}, set()))
+        if ch in channels:
+            table_channels[ch] = channels[ch]
+        else:
+            table_finished.add(ch)
+    if len(tables) < 2 or any(not table_channels for _s, table_channels, _f in tables.values()):
+        return None
+    for state, table_channels, _f in tables.values():
+        ref = state.ref
+        if (any(replayed(state, ch, before) for ch, (before, _last) in table_channels.items())
+                or pipe_for_table(pipeline.warehouse, ref.database, ref.schema, ref.name)):
+            return None
+    return tables
