@@ -5,7 +5,8 @@ any other failure a TableError. Every path that commits uses it: the one-pass pa
 the table sink, the SNOWPIPE sink, the error table and the load of staged files
 (COPY, pipes), which puts its files' load history beside the positions; `merge` is
 its sibling for insert.mode=upsert (a MERGE by primary key, same positions, same
-failures).
+failures), and `FilesCommit` for data files one job wrote for several tables
+(shared_write.py: same positions, same failures).
 
 Idempotence: the positions are the key. Each table holds, committed atomically with
 its rows, the last position of every channel that wrote to it; a replayed batch is
