@@ -256,7 +256,8 @@ class TableSink:
 
 
 def written_columns(schema, shaped) -> list[str]:
-    """The write's select list over default_pipe_rows' `_c<i>` columns (the default pipe leaves out keyless columns)."""
+    """The write's select list over default_pipe_rows' `_c<i>` columns (the default pipe
+    leaves out keyless columns)."""
     return [f"_c{i} AS {quote_column(c.name)}" for i, c in enumerate(schema.columns)
             if f"_c{i}" in shaped.columns]
 
