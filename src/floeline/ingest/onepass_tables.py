@@ -13,7 +13,6 @@ table."""
 from __future__ import annotations
 
 import logging
-import time
 
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
@@ -24,11 +23,10 @@ from floeline.ingest.onepass import batch_functions, from_json_sql, replayed, ty
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
 from floeline.ingest.table_sink import TableSink
-from floeline.ingest.tables_together import TableShare, write_and_commit
-from floeline.records.content import sql_string
+from floeline.ingest.general import Phases
+from floeline.ingest.tables_together import TableShare, table_column_sql, write_and_commit
 from floeline.records.values_to_columns import rules_for
 from floeline.sources.base import BatchEnd
-from floeline.warehouse import shared_write
 from floeline.warehouse.pipes import pipe_for_table
 
 log = logging.getLogger("floeline")
@@ -61,27 +59,20 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
         return None
     key_of_route = {route: f"t{i}" for i, (_name, (_s, channels, finished)) in enumerate(tables.items())
                     for route in {pipeline.source.route_of(ch) for ch in set(channels) | finished}}
-    lookup = "map(" + ", ".join(f"{sql_string(r)}, {sql_string(k)}" for r, k in sorted(key_of_route.items())) + ")"
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
     frame = df.selectExpr(
         "route", "value", "headers", "timestamp",
         f"{from_json_sql(plan.json_schema)} AS j",
         f"{pipeline.source.metadata_sql(cfg.metadata, push_time)} AS _meta",
     ).observe(observed, F.min(F.unix_millis("timestamp")).alias("ts_min"),
-              F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid")).selectExpr(f"element_at({lookup}, route) AS {shared_write.TABLE_COLUMN}", *plan.columns)
+              F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid")).selectExpr(
+        table_column_sql(key_of_route, "route"), *plan.columns)
     shares = [TableShare(state, state.after({ch: last for ch, (_b, last) in channels.items()}, finished),
                          None, tuple(keys), True)
               for state, channels, finished in tables.values()]
     report = BatchReport(batch_id)
-    phases_from = [time.time()]
-
-    def phase(name: str) -> None:
-        now = time.time()
-        report.phases[name] = report.phases.get(name, 0.0) + now - phases_from[0]
-        phases_from[0] = now
-
     try:
-        written = write_and_commit(pipeline, frame, shares, phase)
+        written = write_and_commit(pipeline, frame, shares, Phases(report))
     except (TableError, ServiceUnavailable) as exc:  # a record needing it, or a commit conflict
         log.info("batch %s takes the general path: %s", batch_id, first_lines(str(exc.__cause__ or exc), 2))
         for state in states:

@@ -66,9 +66,7 @@ def write_tables_together(pipeline, rows, groups, batches: list[TableBatch]) -> 
         return False
     key_of_route = {g["_route"]: f"t{i}" for i, b in enumerate(batches) for g in groups
                     if pipeline.table_ref(g["_route"]).full_name == b.state.ref.full_name}
-    lookup = "map(" + ", ".join(f"{sql_string(r)}, {sql_string(k)}" for r, k in sorted(key_of_route.items())) + ")"
-    frame = shaped.rows.selectExpr(f"element_at({lookup}, _route) AS {shared_write.TABLE_COLUMN}",
-                                   *shaped.columns)
+    frame = shaped.rows.selectExpr(table_column_sql(key_of_route, "_route"), *shaped.columns)
     shares = [TableShare(b.state, b.state.after({ch: c.last for ch, c in b.channels.items()}, b.finished),
                          sum(c.records for c in b.channels.values()),
                          tuple(k for keys, _t in p.fields.values() for k in keys), bool(p.fields))
@@ -80,6 +78,13 @@ def write_tables_together(pipeline, rows, groups, batches: list[TableBatch]) -> 
         name = share.state.ref.name
         batch.report.rows_written[name] = batch.report.rows_written.get(name, 0) + written[share.state.ref.full_name]
     return True
+
+
+def table_column_sql(key_of_route: dict[str, str], route: str) -> str:
+    """SQL: shared_write.TABLE_COLUMN, each row's table key (`t<i>`: write_and_commit's
+    shares[i]) from its `route` column."""
+    lookup = ", ".join(f"{sql_string(r)}, {sql_string(k)}" for r, k in sorted(key_of_route.items()))
+    return f"element_at(map({lookup}), {route}) AS {shared_write.TABLE_COLUMN}"
 
 
 @dataclass
