@@ -125,3 +125,14 @@ def test_a_record_one_pass_cannot_write_sends_the_batch_to_the_general_path(memo
     assert read_table("REFUNDS_ERRORS").count() == 1
     for table, channel in (("ORDERS", "orders/0"), ("REFUNDS", "refunds/0")):
         assert read_committed(spark, _ref(warehouse, table), config.name).positions == {channel: "3"}
+
+
+def test_a_record_key_named_like_the_table_column_keeps_tables_apart(memory_log, make_config, run_memory,
+                                                                     read_table):
+    # The shared write names each row's table in a column of that name: such tables
+    # are written one by one instead of failing the batch.
+    for topic in ("orders", "refunds"):
+        memory_log.append(f"{topic}/0", topic, [json.dumps({"n": 1, "_floeline_table": "x"}).encode()])
+    connector = run_memory(make_config(topics="orders,refunds"))
+    assert "write together" not in _phases(connector)
+    assert [r["_FLOELINE_TABLE"] for r in read_table("REFUNDS").collect()] == ["x"]

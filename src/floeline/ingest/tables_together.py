@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from floeline.errors import TableError, first_lines, storage_full
 from floeline.ingest.sink import TableBatch
 from floeline.ingest.landing import landing
+from floeline.ingest.onepass import FAILURE_MARK
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import TableState
 from floeline.records.content import sql_string
 from floeline.records.values_to_columns import rules_for
 from floeline.sources.base import Committed
-from floeline.warehouse import shared_write
+from floeline.warehouse import shared_write, tables
 from floeline.warehouse.catalog import folder_name
 from floeline.warehouse.commits import FilesCommit, commit_failure, plain_fields_of
 from floeline.warehouse.pipes import pipe_for_table
@@ -75,8 +76,8 @@ def write_tables_together(pipeline, rows, groups, batches: list[TableBatch]) -> 
     if written is None:
         return False
     for batch, share in zip(batches, shares):
-        name = share.state.ref.name
-        batch.report.rows_written[name] = batch.report.rows_written.get(name, 0) + written[share.state.ref.full_name]
+        ref = share.state.ref
+        batch.report.rows_written[ref.name] = batch.report.rows_written.get(ref.name, 0) + written[ref.full_name]
     return True
 
 
@@ -84,7 +85,9 @@ def table_column_sql(key_of_route: dict[str, str], route: str) -> str:
     """SQL: shared_write.TABLE_COLUMN, each row's table key (`t<i>`: write_and_commit's
     shares[i]) from its `route` column."""
     lookup = ", ".join(f"{sql_string(r)}, {sql_string(k)}" for r, k in sorted(key_of_route.items()))
-    return f"element_at(map({lookup}), {route}) AS {shared_write.TABLE_COLUMN}"
+    # A route without a table fails the write (nothing commits): its rows cannot be dropped.
+    return (f"coalesce(element_at(map({lookup}), {route}), raise_error({sql_string(FAILURE_MARK)})) "
+            f"AS {shared_write.TABLE_COLUMN}")
 
 
 @dataclass
@@ -105,6 +108,8 @@ def write_and_commit(pipeline, frame, shares: list[TableShare], phase) -> dict[s
     time; the rows committed per table (full name). None, with nothing written, when a
     table does not take such files (FilesCommit.usable). Raises the write's failure
     (nothing committed) or the first commit's."""
+    if [c.lower() for c in frame.columns].count(shared_write.TABLE_COLUMN) != 1:
+        return None  # a table column of that name: the tables are written one by one
     fields = plain_fields_of(frame.drop(shared_write.TABLE_COLUMN))
     commits = [FilesCommit(pipeline.spark, s.state.ref, fields, s.state.creation) for s in shares]
     if not all(c.usable for c in commits):
@@ -116,6 +121,10 @@ def write_and_commit(pipeline, frame, shares: list[TableShare], phase) -> dict[s
         except Exception as exc:
             raise _write_failure(exc, len(shares), staging) from exc
         phase("write together")
+        if set(staged) - {f"t{i}" for i in range(len(shares))}:
+            raise TableError(f"writing the batch's tables together: rows of no table "
+                             f"({sorted(set(staged), key=str)}), so nothing of the batch was committed "
+                             f"(a floeline bug: please report it)")
         files = [staged.get(f"t{i}", []) for i in range(len(shares))]
         rows = [sum(json.loads(f.add.get("stats") or "{}").get("numRecords", -1) for f in table_files)
                 for table_files in files]
@@ -140,9 +149,9 @@ def _check_counts(shares: list[TableShare], rows: list[int]) -> None:
                              f"batch was committed (a floeline bug: please report it with this message)")
 
 
-def _write_failure(exc: BaseException, tables: int, staging: str) -> Exception:
+def _write_failure(exc: BaseException, count: int, staging: str) -> Exception:
     """The error of a failed shared write: StorageFull or TableError (nothing committed)."""
-    what = f"writing the files of {tables} tables in one job"
+    what = f"writing the files of {count} tables in one job"
     return storage_full(exc, what, staging) or TableError(
         f"{what} failed: {first_lines(str(exc))}; nothing of the batch was committed")
 
@@ -150,6 +159,7 @@ def _write_failure(exc: BaseException, tables: int, staging: str) -> Exception:
 def _commit_table(pipeline, share: TableShare, files_commit: FilesCommit, files) -> None:
     """Move the table's files in and commit them with its channels' new positions."""
     state = share.state
+    existed = tables.folder_exists(state.ref)
     try:
         try:
             adds = shared_write.move_into(pipeline.spark, files, state.ref.path)
@@ -157,6 +167,8 @@ def _commit_table(pipeline, share: TableShare, files_commit: FilesCommit, files)
             raise commit_failure(exc, f"moving files into table {state.ref.full_name}", state.ref) from exc
         files_commit.commit(adds, pipeline.config.name, share.after, pipeline.before_commit)
     except Exception:
+        if files_commit.create is not None:  # no half-made table left behind
+            tables.discard_failed_creation(state.ref, existed)
         state.commit_failed()
         pipeline.metrics.table_commit_error(state.ref.full_name)
         raise

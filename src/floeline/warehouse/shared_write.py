@@ -68,9 +68,10 @@ def move_into(spark, files: list[StagedFile], table_path: str) -> list[dict]:
     adds = []
     for staged in files:
         name = staged.source.rsplit("/", 1)[-1]
-        if not fs.rename(jvm.org.apache.hadoop.fs.Path(staged.source), jvm.org.apache.hadoop.fs.Path(folder, name)):
+        moved = fs.rename(jvm.org.apache.hadoop.fs.Path(staged.source), jvm.org.apache.hadoop.fs.Path(folder, name))
+        if not moved:
             raise OSError(f"could not move {staged.source} into {table_path}")
-        adds.append({**staged.add, "path": name})
+        adds.append({**staged.add, "path": name, "partitionValues": {}})
     return adds
 
 
