@@ -53,20 +53,21 @@ def write_tables_together(pipeline, rows, groups, batches: list[TableBatch]) -> 
         if (not batch.channels or pipe_for_table(pipeline.warehouse, ref.database, ref.schema, ref.name)
                 or any(batch.state.holds(ch, c.first) for ch, c in batch.channels.items())):
             return False
-    pipes = []
+    pipes, rules = [], rules_for(cfg.validation)
     for batch in batches:
         lands = landing(batch, cfg.null_values, pipeline.bad)  # no job: nothing to take out
         fields = sink.batch_fields(batch, lands)
         if "" in fields:
             return False
         pipes.append(sink.default_pipe(batch, lands, fields))
-        if not pipes[-1].same_rows_as(pipes[0], rules_for(cfg.validation)):
+        if not pipes[-1].same_rows_as(pipes[0], rules):
             return False
     shaped = pipes[0].rows(rows, cfg, carry=("_route",))
     if shaped.can_fail or shaped.offset_order:
         return False
-    key_of_route = {g["_route"]: f"t{i}" for i, b in enumerate(batches) for g in groups
-                    if pipeline.table_ref(g["_route"]).full_name == b.state.ref.full_name}
+    key_of_table = {b.state.ref.full_name: f"t{i}" for i, b in enumerate(batches)}
+    key_of_route = {route: key_of_table[pipeline.table_ref(route).full_name]
+                    for route in {g["_route"] for g in groups}}
     frame = shaped.rows.selectExpr(table_column_sql(key_of_route, "_route"), *shaped.columns)
     shares = [TableShare(b.state, b.state.after({ch: c.last for ch, c in b.channels.items()}, b.finished),
                          sum(c.records for c in b.channels.values()),
