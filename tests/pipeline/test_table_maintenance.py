@@ -5,6 +5,7 @@ connector still resumes each channel exactly after its committed position."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import pytest
@@ -89,7 +90,7 @@ def test_auto_compact_setting_compacts_after_commits(memory_log, make_config, ru
 
 
 def test_checkpoints_are_written_beside_the_commits_not_in_them(
-        memory_log, make_config, run_memory, read_table, spark, warehouse, monkeypatch):
+        memory_log, make_config, run_memory, read_table, spark, warehouse, monkeypatch, caplog):
     """A table floeline creates carries a large delta.checkpointInterval, so no commit
     writes Delta's checkpoint inline; floeline writes one every CHECKPOINT_EVERY commits
     itself (10 here, 100 by default), in the background, and the connector leaves none
@@ -103,6 +104,7 @@ def test_checkpoints_are_written_beside_the_commits_not_in_them(
 
     memory_log.append("orders/0", "orders", values(0, 25))
     config = make_config(buffer__count__records=1)  # a commit per record
+    caplog.set_level(logging.DEBUG, logger="floeline.warehouse.checkpoints")
     run_memory(config)
     path = os.path.join(warehouse, "FLOELINE", "PUBLIC", "ORDERS")
     properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
@@ -112,8 +114,9 @@ def test_checkpoints_are_written_beside_the_commits_not_in_them(
     checkpointed = sorted(int(name.split(".")[0]) for name in os.listdir(os.path.join(path, "_delta_log"))
                           if ".checkpoint." in name and not name.startswith("."))
     # Delta alone would have written none before version 1000.
-    assert len(checkpointed) >= 2 and checkpointed[0] >= CHECKPOINT_EVERY, checkpointed
-    assert all(b - a >= CHECKPOINT_EVERY for a, b in zip(checkpointed, checkpointed[1:])), checkpointed
+    why = (checkpointed, [r.getMessage() for r in caplog.records if r.name == checkpoints.log.name])
+    assert len(checkpointed) >= 2 and checkpointed[0] >= CHECKPOINT_EVERY, why
+    assert all(b - a >= CHECKPOINT_EVERY for a, b in zip(checkpointed, checkpointed[1:])), why
     assert last - checkpointed[-1] < CHECKPOINT_EVERY, (last, checkpointed)
     assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(25))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")

@@ -58,13 +58,11 @@ def after_commit(spark, path: str) -> None:
         # own record is the later one then (for this table: a table made again at the
         # same path has another id).
         table = (path, snapshot.metadata().id())
-        checkpointed = max(snapshot.checkpointProvider().version(), writer.written(table))
-        due = checkpoint_due(snapshot.version(), checkpointed, interval)
+        version, provided = snapshot.version(), snapshot.checkpointProvider().version()
     except Exception as exc:  # the commit is in; its checkpoint can wait for the next one
         log.debug("no checkpoint check for %s: %s", path, first_lines(str(exc), 1))
         return
-    if due:
-        writer.enqueue(table, delta_log, spark._jvm.scala.Option.empty())
+    writer.enqueue_if_due(table, version, provided, interval, delta_log, spark._jvm.scala.Option.empty())
 
 
 def drain(paths=None, timeout_s: float = 30.0) -> bool:
@@ -89,17 +87,20 @@ class _CheckpointWriter:
         self._lock = threading.Condition()
         threading.Thread(target=self._run, name="floeline-delta-checkpoints", daemon=True).start()
 
-    def enqueue(self, table: tuple[str, str], delta_log, no_catalog_table) -> None:
+    def enqueue_if_due(self, table: tuple[str, str], version: int, provided: int, interval: int,
+                       delta_log, no_catalog_table) -> None:
+        """Queue `table`'s checkpoint when checkpoint_due says so after the commit of
+        `version`, its snapshot's checkpoint being `provided`. Decided under the lock
+        with what this writer wrote: decided outside it, a checkpoint finishing between
+        the decision and the queueing was queued again a few versions later."""
         with self._lock:
-            if table in self._pending:
+            written = self._written.get(table, -1)
+            if table in self._pending or not checkpoint_due(version, max(provided, written), interval):
                 return
             self._pending.add(table)
+        log.debug("checkpoint of %s due at version %d (the snapshot's checkpoint %d, written %d)",
+                  table[0], version, provided, written)
         self._queue.put((table, delta_log, no_catalog_table))
-
-    def written(self, table: tuple[str, str]) -> int:
-        """The version of the last checkpoint this writer wrote for `table` (-1: none)."""
-        with self._lock:
-            return self._written.get(table, -1)
 
     def drain(self, paths: set[str] | None, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -120,7 +121,8 @@ class _CheckpointWriter:
                 delta_log.checkpoint(snapshot, no_catalog_table)
                 with self._lock:
                     self._written[table] = max(self._written.get(table, -1), snapshot.version())
-                log.debug("checkpoint of %s written in %.2f s", table[0], time.monotonic() - started)
+                log.debug("checkpoint of %s at version %d written in %.2f s", table[0], snapshot.version(),
+                          time.monotonic() - started)
             except Exception as exc:  # e.g. Spark stopping: a later commit queues it again
                 log.info("the checkpoint of %s was not written: %s", table[0], first_lines(str(exc), 1))
             finally:
