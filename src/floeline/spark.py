@@ -175,6 +175,12 @@ def session_defaults() -> dict[str, str]:
         # made about 400 consumers, each a new connection, in every batch (0.1-0.2 s each
         # on two cores). A soft limit; idle consumers still close after 5 minutes.
         "spark.kafka.consumer.cache.capacity": str(KAFKA_CONSUMERS_KEPT),
+        # Delta lists a small table's files in each commit's .crc file. For the commit
+        # that creates a table it computes the empty list with a Spark job: 0.15 s of a
+        # new table's 0.19 s commit (0.04 s without), 100 new tables' first batch 11 s
+        # more. floeline never reads the list; commits of existing tables and reads cost
+        # the same either way (bench/RESULTS.md, issue 26).
+        "spark.databricks.delta.allFilesInCrc.enabled": "false",
         # Spark shows conf values and data source options (Kafka's kafka.sasl.jaas.config,
         # kafka.ssl.truststore.password) redacted where these match (secrets.py).
         "spark.redaction.regex": SECRET_KEY_REGEX,
