@@ -6,6 +6,7 @@ and Delta, no broker."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import pytest
@@ -46,11 +47,13 @@ def test_tables_of_one_kind_of_record_are_written_by_one_job(schematization, mem
                          buffer__count__records=2)
     connector = run_memory(config)
     first, second = connector.reports
-    assert "write together" in first.phases and "read+stats" in first.phases  # the general path
-    # Known keys and a clean batch: with schematization the next batch takes one pass,
-    # every table's rows parsed straight into their columns.
-    assert "write together" in second.phases
-    assert ("read+stats" in second.phases) == (schematization == "false")
+    # With schematization every batch takes one pass, every table's rows parsed straight
+    # into their columns: the first after a sample of each partition's first records
+    # decided the new tables' columns. Without, the general path, then one write job.
+    for report in (first, second):
+        assert "write together" in report.phases
+        assert ("read+stats" in report.phases) == (schematization == "false")
+    assert ("one pass keys" in first.phases) == (schematization == "true")
     assert "convert+write" not in _phases(connector)
 
     def rows(topic):
@@ -125,6 +128,25 @@ def test_a_record_one_pass_cannot_write_sends_the_batch_to_the_general_path(memo
     assert read_table("REFUNDS_ERRORS").count() == 1
     for table, channel in (("ORDERS", "orders/0"), ("REFUNDS", "refunds/0")):
         assert read_committed(spark, _ref(warehouse, table), config.name).positions == {channel: "3"}
+
+
+def test_a_first_batch_with_a_broken_record_takes_the_general_path(memory_log, make_config, run_memory,
+                                                                    read_table, spark, warehouse, caplog):
+    memory_log.append("orders/0", "orders", [json.dumps({"n": n}).encode() for n in range(3)])
+    memory_log.append("refunds/0", "refunds", [b'{"n": 0}', b'{"n": ', b'{"n": 2}'])
+    config = make_config(topics="orders,refunds", errors__tolerance="all")
+    caplog.set_level(logging.INFO, logger="floeline")
+    connector = run_memory(config)
+    # The sample made the new tables' columns; the one-pass write met the broken record
+    # before anything committed, and the general path took the batch: nothing lost.
+    (report,) = connector.reports
+    assert "read+stats" in report.phases
+    assert any("batch 0 takes the general path" in r.getMessage() for r in caplog.records)
+    assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == [0, 1, 2]
+    assert sorted(int(r["N"]) for r in read_table("REFUNDS").collect()) == [0, 2]
+    assert read_table("REFUNDS_ERRORS").count() == 1
+    for table, channel in (("ORDERS", "orders/0"), ("REFUNDS", "refunds/0")):
+        assert read_committed(spark, _ref(warehouse, table), config.name).positions == {channel: "2"}
 
 
 def test_a_record_key_named_like_the_table_column_keeps_tables_apart(memory_log, make_config, run_memory,

@@ -8,11 +8,17 @@ their columns and keys, the same plan computes every table's rows: the record's 
 is one more column, and tables_together.write_and_commit writes all files in one job
 and commits each table with its positions. A record that needs the general path fails
 the write before anything commits, and the batch takes the general path, as with one
-table."""
+table.
+
+A connector's first batch (tables new, or new to this run) first learns each table's
+keys, as one pass does for one table from a sample: here from every record, in one job
+whose shuffle is a row per table and partition (schema_of_variant_agg). A sample of the
+batch's first records would hold a few of its tables only."""
 
 from __future__ import annotations
 
 import logging
+import time
 
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
@@ -25,8 +31,11 @@ from floeline.ingest.results import BatchResult
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.general import Phases
 from floeline.ingest.tables_together import TableShare, table_column_sql, write_and_commit
+from floeline.records import shaping
+from floeline.records.content import PARSE_VALUE_SQL
 from floeline.records.values_to_columns import rules_for
 from floeline.sources.base import BatchEnd
+from floeline.warehouse import shared_write
 from floeline.warehouse.pipes import pipe_for_table
 
 log = logging.getLogger("floeline")
@@ -44,10 +53,16 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
     if tables is None:
         return None
     states = [state for state, _channels, _finished in tables.values()]
+    key_of_route = {route: f"t{i}" for i, (_name, (_s, channels, finished)) in enumerate(tables.items())
+                    for route in {pipeline.source.route_of(ch) for ch in set(channels) | finished}}
+    sampled = not all(s.known_keys for s in states)
+    if sampled and not _learned_from_batch(pipeline, df, states, key_of_route):
+        return None
+    sample_s = time.time() - started if sampled else 0.0
     schema = pipeline.tables.schema(states[0])
     keys = states[0].known_keys
     if schema is None or not keys or any(
-            not s.one_pass_ready or s.known_keys != keys or pipeline.tables.schema(s) != schema
+            not (s.one_pass_ready or sampled) or s.known_keys != keys or pipeline.tables.schema(s) != schema
             for s in states):
         return None
     plan = typed_plan(schema, keys, pipeline.headers_check, cfg.column_normalization,
@@ -57,8 +72,6 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
     push_time = batch_functions(df, plan.known_keys, started, batch_id)
     if push_time is None:
         return None
-    key_of_route = {route: f"t{i}" for i, (_name, (_s, channels, finished)) in enumerate(tables.items())
-                    for route in {pipeline.source.route_of(ch) for ch in set(channels) | finished}}
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
     frame = df.selectExpr(
         "route", "value", "headers", "timestamp",
@@ -71,6 +84,8 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
                          None, tuple(keys), True)
               for state, channels, finished in tables.values()]
     report = BatchReport(batch_id)
+    if sampled:
+        report.phases["one pass keys"] = sample_s
     try:
         written = write_and_commit(pipeline, frame, shares, Phases(report))
     except (TableError, ServiceUnavailable) as exc:  # a record needing it, or a commit conflict
@@ -86,6 +101,35 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
     positions = {ch: last for _s, channels, _f in tables.values() for ch, (_b, last) in channels.items()}
     stats = observed.get
     return BatchResult(report, positions, [(stats["ts_mid"], report.records_read)], stats["ts_min"])
+
+
+def _learned_from_batch(pipeline, df, states, key_of_route: dict[str, str]) -> bool:
+    """Once per table and run, before the first batch of tables without known keys:
+    create or evolve each table from its records' keys (see the module doc) and learn
+    them, so the batch can take one pass. False (the general path) when a table already
+    has known keys or had its try, or has no record whose keys make columns; the tables
+    that were usable are ready all the same."""
+    if any(s.known_keys for s in states) or not all([s.first_one_pass_sample() for s in states]):
+        return False
+    values = df.selectExpr(table_column_sql(key_of_route, "route"), f"{PARSE_VALUE_SQL} AS v").where(
+        "v IS NOT NULL")
+    try:
+        merged = {r[0]: r[1] or "" for r in values.groupBy(shared_write.TABLE_COLUMN).agg(
+            F.expr("schema_of_variant_agg(v)")).collect()}
+    except Exception as exc:  # the general path reads the batch again and reports what is wrong
+        log.info("the first batch of %d tables takes the general path: %s", len(states), first_lines(str(exc), 2))
+        return False
+    usable = True
+    for i, state in enumerate(states):
+        fields = shaping.fields_of(merged.get(f"t{i}", ""), pipeline.config.column_normalization)
+        if not fields or "" in fields:
+            usable = False
+            continue
+        # The table's records are read again only to drop a NOT NULL no record fills.
+        pipeline.preparer.prepare(state, values.where(f"{shared_write.TABLE_COLUMN} = 't{i}'"), fields,
+                                  first_commit_creates=True)
+        state.learn_keys(k for keys, _t in fields.values() for k in keys)
+    return usable
 
 
 def _tables_of_batch(pipeline, start: BatchEnd, end: BatchEnd):
