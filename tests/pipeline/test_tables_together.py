@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+import time
 
 import pytest
 from delta.tables import DeltaTable
@@ -128,6 +130,38 @@ def test_a_record_one_pass_cannot_write_sends_the_batch_to_the_general_path(memo
     assert read_table("REFUNDS_ERRORS").count() == 1
     for table, channel in (("ORDERS", "orders/0"), ("REFUNDS", "refunds/0")):
         assert read_committed(spark, _ref(warehouse, table), config.name).positions == {channel: "3"}
+
+
+def test_a_table_new_beside_known_ones_learns_its_keys_in_one_pass(memory_log, make_config, spark, read_table):
+    from floeline.ingest import Connector
+    from floeline.sources.memory import MemorySource
+
+    memory_log.append("orders/0", "orders", [json.dumps({"n": n}).encode() for n in range(3)])
+    config = make_config(topics="orders,refunds")
+    connector = Connector(config, spark, source=MemorySource(config, memory_log))
+    runner = threading.Thread(target=connector.run, daemon=True)
+    runner.start()
+    try:
+        _wait_for(lambda: connector.reports, "the first batch")
+        # REFUNDS's first records come with more of ORDERS, whose keys are known.
+        memory_log.append("orders/0", "orders", [json.dumps({"n": n}).encode() for n in range(3, 6)])
+        memory_log.append("refunds/0", "refunds", [json.dumps({"n": n}).encode() for n in range(3)])
+        _wait_for(lambda: any("REFUNDS" in r.rows_written for r in connector.reports), "REFUNDS's batch")
+    finally:
+        connector.stop()
+        runner.join(120)
+    (both,) = [r for r in connector.reports if "REFUNDS" in r.rows_written]
+    assert both.rows_written == {"ORDERS": 3, "REFUNDS": 3}
+    assert "one pass keys" in both.phases and "write together" in both.phases and "read+stats" not in both.phases
+    assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(6))
+    assert sorted(int(r["N"]) for r in read_table("REFUNDS").collect()) == list(range(3))
+
+
+def _wait_for(condition, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} after {timeout_s} s"
+        time.sleep(0.2)
 
 
 def test_a_first_batch_with_a_broken_record_takes_the_general_path(memory_log, make_config, run_memory,

@@ -10,8 +10,9 @@ and commits each table with its positions. A record that needs the general path 
 the write before anything commits, and the batch takes the general path, as with one
 table.
 
-A connector's first batch (tables new, or new to this run) first learns each table's
-keys, as one pass does for one table from a sample: here from every record, in one job
+A batch with tables whose keys are not known yet (a connector's first batch, or a
+table's first records beside known tables) first learns each such table's keys, as one
+pass does for one table from a sample: here from every record, in one job
 whose shuffle is a row per table and partition (schema_of_variant_agg). A sample of the
 batch's first records would hold a few of its tables only."""
 
@@ -55,15 +56,15 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
     states = [state for state, _channels, _finished in tables.values()]
     key_of_route = {route: f"t{i}" for i, (_name, (_s, channels, finished)) in enumerate(tables.items())
                     for route in {pipeline.source.route_of(ch) for ch in set(channels) | finished}}
-    sampled = not all(s.known_keys for s in states)
-    if sampled and not _learned_from_batch(pipeline, df, states, key_of_route):
+    learning = {s.ref.full_name: s for s in states if not s.known_keys}
+    if learning and not _learned_from_batch(pipeline, df, states, learning, key_of_route):
         return None
-    sample_s = time.time() - started if sampled else 0.0
+    learned_s = time.time() - started if learning else 0.0
     schema = pipeline.tables.schema(states[0])
     keys = states[0].known_keys
     if schema is None or not keys or any(
-            not (s.one_pass_ready or sampled) or s.known_keys != keys or pipeline.tables.schema(s) != schema
-            for s in states):
+            not (s.one_pass_ready or s.ref.full_name in learning)
+            or s.known_keys != keys or pipeline.tables.schema(s) != schema for s in states):
         return None
     plan = typed_plan(schema, keys, pipeline.headers_check, cfg.column_normalization,
                       rules_for(cfg.validation))
@@ -84,8 +85,8 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
                          None, tuple(keys), True)
               for state, channels, finished in tables.values()]
     report = BatchReport(batch_id)
-    if sampled:
-        report.phases["one pass keys"] = sample_s
+    if learning:
+        report.phases["one pass keys"] = learned_s
     try:
         written = write_and_commit(pipeline, frame, shares, Phases(report))
     except (TableError, ServiceUnavailable) as exc:  # a record needing it, or a commit conflict
@@ -103,13 +104,13 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
     return BatchResult(report, positions, [(stats["ts_mid"], report.records_read)], stats["ts_min"])
 
 
-def _learned_from_batch(pipeline, df, states, key_of_route: dict[str, str]) -> bool:
-    """Once per table and run, before the first batch of tables without known keys:
-    create or evolve each table from its records' keys (see the module doc) and learn
-    them, so the batch can take one pass. False (the general path) when a table already
-    has known keys or had its try, or has no record whose keys make columns; the tables
-    that were usable are ready all the same."""
-    if any(s.known_keys for s in states) or not all([s.first_one_pass_sample() for s in states]):
+def _learned_from_batch(pipeline, df, states, learning: dict, key_of_route: dict[str, str]) -> bool:
+    """Once per table and run, before the first batch of the tables `learning` (full
+    name -> state: those of the batch's `states` without known keys): create or evolve each from its
+    records' keys (see the module doc) and learn them, so the batch can take one pass.
+    False (the general path) when one of them had its try, or has no record whose keys
+    make columns; those that were usable are ready all the same."""
+    if not all([s.first_one_pass_sample() for s in learning.values()]):
         return False
     values = df.selectExpr(table_column_sql(key_of_route, "route"), f"{PARSE_VALUE_SQL} AS v").where(
         "v IS NOT NULL")
@@ -117,10 +118,12 @@ def _learned_from_batch(pipeline, df, states, key_of_route: dict[str, str]) -> b
         merged = {r[0]: r[1] or "" for r in values.groupBy(shared_write.TABLE_COLUMN).agg(
             F.expr("schema_of_variant_agg(v)")).collect()}
     except Exception as exc:  # the general path reads the batch again and reports what is wrong
-        log.info("the first batch of %d tables takes the general path: %s", len(states), first_lines(str(exc), 2))
+        log.info("a batch of %d tables takes the general path: %s", len(states), first_lines(str(exc), 2))
         return False
     usable = True
     for i, state in enumerate(states):
+        if state.ref.full_name not in learning:
+            continue
         fields = shaping.fields_of(merged.get(f"t{i}", ""), pipeline.config.column_normalization)
         if not fields or "" in fields:
             usable = False
