@@ -27,6 +27,7 @@ import threading
 import time
 
 from floeline.errors import first_lines
+from floeline.spark import java_class
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,8 @@ def after_commit(spark, path: str) -> None:
     the snapshot its commit left in this JVM (no storage call)."""
     writer = _writer()
     try:
-        delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+        delta_log_class = java_class(spark, "org.apache.spark.sql.delta.DeltaLog")
+        delta_log = delta_log_class.forTable(spark._jsparkSession, path)
         snapshot = delta_log.unsafeVolatileSnapshot()
         setting = snapshot.metadata().configuration().get(CHECKPOINT_INTERVAL_PROPERTY)
         interval = int(setting.get()) if setting.isDefined() else CHECKPOINT_EVERY
@@ -62,7 +64,8 @@ def after_commit(spark, path: str) -> None:
     except Exception as exc:  # the commit is in; its checkpoint can wait for the next one
         log.debug("no checkpoint check for %s: %s", path, first_lines(str(exc), 1))
         return
-    writer.enqueue_if_due(table, version, provided, interval, delta_log, spark._jvm.scala.Option.empty())
+    no_catalog_table = java_class(spark, "scala.Option").empty()
+    writer.enqueue_if_due(table, version, provided, interval, delta_log, no_catalog_table)
 
 
 def drain(paths=None, timeout_s: float = 30.0) -> bool:

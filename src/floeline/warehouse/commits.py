@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 from floeline.errors import ServiceUnavailable, TableError, first_lines, storage_full
 from floeline.records.content import quote_column
-from floeline.spark import java_cause_is
+from floeline.spark import java_cause_is, java_class
 from floeline.sources.base import Committed
 from floeline.warehouse import checkpoints, load_history, tables
 from floeline.warehouse.catalog import TableRef
@@ -123,9 +123,8 @@ class FilesCommit:
     def __init__(self, spark, ref: TableRef, fields: list[tuple[str, str]],
                  create: tables.NewTable | None = None):
         self.spark, self.ref, self.create = spark, ref, create
-        delta = spark._jvm.org.apache.spark.sql.delta
-        self._delta = delta
-        self._txn = delta.DeltaLog.forTable(spark._jsparkSession, ref.path).startTransaction()
+        delta_log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog")
+        self._txn = delta_log.forTable(spark._jsparkSession, ref.path).startTransaction()
         if self._txn.readVersion() < 0:
             self._schema_json = create.schema_json(spark) if create is not None else None
             self.usable = (self._schema_json is not None
@@ -145,20 +144,23 @@ class FilesCommit:
         `connector`'s positions `after`: one Delta commit, failures as `commit`'s."""
         if check_owned is not None:
             check_owned()
-        jvm, delta = self.spark._jvm, self._delta
+        spark = self.spark
+        action = java_class(spark, "org.apache.spark.sql.delta.actions.Action")
+        option = java_class(spark, "scala.Option")
         try:
             if self.create is not None:
                 self._txn.updateMetadataForNewTable(
-                    delta.actions.Action.fromJson(self.create.metadata_json(self._schema_json)))
-            actions = jvm.java.util.ArrayList()
+                    action.fromJson(self.create.metadata_json(self._schema_json)))
+            actions = java_class(spark, "java.util.ArrayList")()
             for add in adds:
-                actions.add(delta.actions.Action.fromJson(json.dumps({"add": add})))
+                actions.add(action.fromJson(json.dumps({"add": add})))
             self._register_metrics(adds)
-            none = jvm.scala.Option.empty()
-            operation = delta.DeltaOperations.Write(
-                jvm.org.apache.spark.sql.SaveMode.Append, none, none,
-                jvm.scala.Option.apply(user_metadata(connector, after)), none, none, none, none, none)
-            self._txn.commit(jvm.scala.jdk.javaapi.CollectionConverters.asScala(actions).toSeq(), operation)
+            none = option.empty()
+            operation = java_class(spark, "org.apache.spark.sql.delta.DeltaOperations$Write")(
+                java_class(spark, "org.apache.spark.sql.SaveMode").Append, none, none,
+                option.apply(user_metadata(connector, after)), none, none, none, none, none)
+            converters = java_class(spark, "scala.jdk.javaapi.CollectionConverters")
+            self._txn.commit(converters.asScala(actions).toSeq(), operation)
         except Exception as exc:
             raise commit_failure(exc, f"writing to table {self.ref.full_name}", self.ref) from exc
         checkpoints.after_commit(self.spark, self.ref.path)
@@ -167,13 +169,14 @@ class FilesCommit:
     def _register_metrics(self, adds: list[dict]) -> None:
         """The commit's operationMetrics as an append's (files, rows, bytes), which
         DESCRIBE HISTORY shows: the write that counted them was another transaction's."""
-        jvm = self.spark._jvm
+        spark = self.spark
         values = {"numFiles": len(adds), "numOutputBytes": sum(int(a.get("size") or 0) for a in adds),
                   "numOutputRows": sum(int(json.loads(a.get("stats") or "{}").get("numRecords", 0)) for a in adds)}
-        context = self.spark._jsparkSession.sparkContext()
-        metrics = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
+        context = spark._jsparkSession.sparkContext()
+        metrics = getattr(java_class(spark, "scala.collection.immutable.Map$"), "MODULE$").empty()
+        sql_metrics = java_class(spark, "org.apache.spark.sql.execution.metric.SQLMetrics")
         for name, value in values.items():
-            metric = jvm.org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(context, name)
+            metric = sql_metrics.createMetric(context, name)
             metric.set(value)
             metrics = metrics.updated(name, metric)
         self._txn.registerSQLMetrics(self.spark._jsparkSession, metrics)

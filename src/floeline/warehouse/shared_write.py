@@ -23,6 +23,8 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from floeline.spark import java_class
+
 # The column naming each row's table in the staged write (a short key: the folder of
 # the table's files inside the staging location).
 TABLE_COLUMN = "_floeline_table"
@@ -61,14 +63,14 @@ def write_files_by_table(frame, staging: str) -> dict[str, list[StagedFile]]:
 def move_into(spark, files: list[StagedFile], table_path: str) -> list[dict]:
     """Move staged files into the table's folder (a rename; a copy on S3); their add
     actions with the paths they have there."""
-    jvm = spark._jvm
-    folder = jvm.org.apache.hadoop.fs.Path(table_path)
+    hadoop_path = java_class(spark, "org.apache.hadoop.fs.Path")
+    folder = hadoop_path(table_path)
     fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
     fs.mkdirs(folder)
     adds = []
     for staged in files:
         name = staged.source.rsplit("/", 1)[-1]
-        moved = fs.rename(jvm.org.apache.hadoop.fs.Path(staged.source), jvm.org.apache.hadoop.fs.Path(folder, name))
+        moved = fs.rename(hadoop_path(staged.source), hadoop_path(folder, name))
         if not moved:
             raise OSError(f"could not move {staged.source} into {table_path}")
         adds.append({**staged.add, "path": name, "partitionValues": {}})
