@@ -406,14 +406,13 @@ def java_class(spark, name: str):
     from py4j.java_gateway import JavaClass
 
     client = spark.sparkContext._gateway._gateway_client
-    key = (id(client), name)
-    found = _JAVA_CLASSES.get(key)
-    if found is None:
-        found = _JAVA_CLASSES[key] = JavaClass(name, client)
-    return found
+    made = _JAVA_CLASSES.get(name)
+    if made is None or made[0] is not client:  # a Spark started again has another gateway
+        made = _JAVA_CLASSES[name] = (client, JavaClass(name, client))
+    return made[1]
 
 
-_JAVA_CLASSES: dict[tuple[int, str], object] = {}
+_JAVA_CLASSES: dict[str, tuple[object, object]] = {}
 
 
 def java_cause_is(exc: BaseException, class_names) -> bool:
