@@ -45,5 +45,8 @@ def test_a_delta_conflict_named_only_in_the_message_is_transient():
     assert isinstance(commit_failure(lost, "writing to table DB.S.T", ref), ServiceUnavailable)
     assert isinstance(commit_failure(RuntimeError("[DELTA_CONCURRENT_APPEND] files were added"),
                                      "w", ref), ServiceUnavailable)
+    # Delta 4 names a conflict's sub-condition too
+    assert isinstance(commit_failure(RuntimeError(
+        "[DELTA_CONCURRENT_APPEND.WITHOUT_HINT] Transaction conflict detected."), "w", ref), ServiceUnavailable)
     other = commit_failure(RuntimeError("[DELTA_SCHEMA_CHANGED] no"), "w", ref)
     assert isinstance(other, TableError) and not isinstance(other, ServiceUnavailable)

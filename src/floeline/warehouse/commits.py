@@ -20,27 +20,28 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from collections.abc import Callable
-from contextlib import contextmanager
 
 from floeline.errors import ServiceUnavailable, TableError, first_lines, storage_full
 from floeline.records.content import quote_column
 from floeline.spark import java_cause_is, java_class
 from floeline.sources.base import Committed
-from floeline.warehouse import checkpoints, load_history, tables
+from floeline.warehouse import checkpoints, load_history, rewrite_merge, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import FileLoad
 from floeline.warehouse.positions import commit_entry
+from floeline.warehouse.session_settings import USER_METADATA_SETTING, session_settings
 
 # Delta's base class of the conflicts its optimistic commit reports (ConcurrentAppend,
 # MetadataChanged, ProtocolChanged, ...): the commit did not happen and may be tried again.
-DELTA_CONFLICTS = ("org.apache.spark.sql.delta.DeltaConcurrentModificationException",)
+# (ConcurrentAppendException and its kin descend from the io.delta.exceptions one.)
+DELTA_CONFLICTS = ("org.apache.spark.sql.delta.DeltaConcurrentModificationException",
+                   "io.delta.exceptions.DeltaConcurrentModificationException")
 # The same conflicts by their error classes, as the message names them: a second way to
 # know them when the Java exception cannot be reached.
 DELTA_CONFLICT_CONDITIONS = re.compile(
-    r"\[(DELTA_CONCURRENT_[A-Z_]+|DELTA_METADATA_CHANGED|DELTA_PROTOCOL_CHANGED)\]")
+    r"\[(DELTA_CONCURRENT_[A-Z_]+|DELTA_METADATA_CHANGED|DELTA_PROTOCOL_CHANGED)(\.[A-Z_]+)?\]")
 
 
 def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
@@ -217,22 +218,30 @@ def merge(source, ref: TableRef, connector: str, after: Committed,
     is deleted or updated, an unmatched one inserted unless it is a delete; `truncate`:
     every row of the table no source row matches is deleted too (a truncate).
 
-    Delta's MERGE takes no userMetadata option: the session setting
-    spark.databricks.delta.commitInfo.userMetadata is set for the statement, under a
-    lock per session (connectors on threads may share one), and put back after.
-    `materialized`: `source` is already computed and held (a local checkpoint), so
-    Delta's own copy of it (merge.materializeSource) is skipped."""
+    `materialized`: `source` is already computed and held (a local checkpoint), so it
+    may be read more than once: a plain table then takes rewrite_merge.py's MERGE
+    (2 Spark jobs, the table's file list kept in memory), any other Delta's MERGE
+    statement without its own copy of the source (merge.materializeSource). Delta's
+    MERGE takes no userMetadata option: the session setting is set for the statement
+    (session_settings.py)."""
     if check_owned is not None:
         check_owned()
     what = what or f"merging into table {ref.full_name}"
+    metadata = user_metadata(connector, after)
+    if materialized and not truncate:
+        try:
+            if rewrite_merge.rewrite_merge(source, ref, keys, columns, delete, metadata):
+                return
+        except Exception as exc:
+            raise commit_failure(exc, what, ref) from exc
     session = source.sparkSession
     view = f"floeline_merge_{uuid.uuid4().hex}"
     source.createOrReplaceTempView(view)
     try:
-        settings = {_USER_METADATA_SETTING: user_metadata(connector, after)}
+        settings = {USER_METADATA_SETTING: metadata}
         if materialized:
             settings[_MATERIALIZE_SOURCE_SETTING] = "none"
-        with _session_settings(session, settings):
+        with session_settings(session, settings):
             session.sql(merge_sql(ref.path, view, keys, columns, delete, truncate))
     except Exception as exc:
         raise commit_failure(exc, what, ref) from exc
@@ -259,30 +268,7 @@ def merge_sql(path: str, view: str, keys: list[tuple[str, str]], columns: list[t
             + (" WHEN NOT MATCHED BY SOURCE THEN DELETE" if truncate else ""))
 
 
-_USER_METADATA_SETTING = "spark.databricks.delta.commitInfo.userMetadata"
 _MATERIALIZE_SOURCE_SETTING = "spark.databricks.delta.merge.materializeSource"
-_session_locks: dict[int, threading.Lock] = {}
-_session_locks_guard = threading.Lock()
-
-
-@contextmanager
-def _session_settings(session, settings: dict[str, str]):
-    """The session's statements run with `settings` while inside (one at a time per
-    session: the commit's userMetadata is among them)."""
-    with _session_locks_guard:
-        lock = _session_locks.setdefault(session._jsparkSession.hashCode(), threading.Lock())
-    with lock:
-        before = {key: session.conf.get(key, None) for key in settings}
-        for key, value in settings.items():
-            session.conf.set(key, value)
-        try:
-            yield
-        finally:
-            for key, value in before.items():
-                if value is None:
-                    session.conf.unset(key)
-                else:
-                    session.conf.set(key, value)
 
 
 def commit_failure(exc: BaseException, what: str, ref: TableRef) -> Exception:
