@@ -39,24 +39,53 @@ _SETTINGS_OFF = {"delta.enableDeletionVectors": "false", "delta.enableChangeData
                  "delta.columnMapping.mode": "none"}
 
 
+class TableFiles:
+    """A table's live data files at one version: Delta's AddFile objects in a JVM list
+    (what a DataFrame over them takes) and by file name. Kept up to date by the
+    commit's removes and adds, so a batch costs py4j calls per file it touches, not
+    per file the table has."""
+
+    def __init__(self, spark, version: int, files):
+        self.version = version
+        self.jvm_list = java_class(spark, "java.util.ArrayList")(files)
+        self.by_name = {_file_name(f.path()): f for f in _list(self.jvm_list)}
+
+    def has_deletion_vectors(self) -> bool:
+        return any(f.deletionVector() is not None for f in self.by_name.values())
+
+    def committed(self, version: int, removed: list, added: list) -> None:
+        for f in removed:
+            self.jvm_list.remove(self.by_name.pop(_file_name(f.path())))
+        for f in added:
+            self.jvm_list.add(f)
+            self.by_name[_file_name(f.path())] = f
+        self.version = version
+
+
+def _file_name(path: str) -> str:
+    """A data file's name: unpartitioned (usable), a file's path in the log is its
+    name, URL-encoded as the file's URI is."""
+    return path.rsplit("/", 1)[-1]
+
+
 class _KnownFiles:
-    """Each table's live data files (Delta's AddFile objects) at the version this
-    process last committed, so the next MERGE needs no Spark job to list them."""
+    """Each table's TableFiles at the version this process last committed, so the
+    next MERGE needs no Spark job to list them."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._files: dict[str, tuple[object, int, list]] = {}
+        self._files: dict[str, tuple[object, TableFiles]] = {}
 
-    def get(self, spark, path: str, version: int) -> list | None:
+    def get(self, spark, path: str, version: int) -> TableFiles | None:
         with self._lock:
             known = self._files.get(path)
-        if known is None or known[0] is not spark.sparkContext._gateway or known[1] != version:
+        if known is None or known[0] is not spark.sparkContext._gateway or known[1].version != version:
             return None
-        return known[2]
+        return known[1]
 
-    def put(self, spark, path: str, version: int, files: list) -> None:
+    def put(self, spark, path: str, files: TableFiles) -> None:
         with self._lock:
-            self._files[path] = (spark.sparkContext._gateway, version, files)
+            self._files[path] = (spark.sparkContext._gateway, files)
 
     def forget(self, path: str) -> None:
         with self._lock:
@@ -99,9 +128,9 @@ def rewrite_merge(source, ref: TableRef, keys: list[tuple[str, str]], columns: l
     started = time.time()
     files = known_files.get(spark, ref.path, version)
     if files is None:
-        files = list(snapshot.allFiles().collectAsList())
-    if any(f.deletionVector() is not None for f in files):
-        return False
+        files = TableFiles(spark, version, snapshot.allFiles().collectAsList())
+        if files.has_deletion_vectors():
+            return False
     table = _frame(spark, delta_log.createDataFrame(snapshot, _seq(spark, []), False, none))
     table_columns = {name.lower(): name for name in table.columns}
     if any(c.lower() not in table_columns for c, _s in columns):
@@ -123,29 +152,29 @@ def rewrite_merge(source, ref: TableRef, keys: list[tuple[str, str]], columns: l
     known_files.forget(ref.path)
     with session_settings(spark, {USER_METADATA_SETTING: user_metadata}):
         committed = txn.commit(_seq(spark, removed + added), operation)
-    gone = {f.path() for f in touched}
-    known_files.put(spark, ref.path, committed, [f for f in files if f.path() not in gone] + added)
+    files.committed(committed, touched, added)
+    known_files.put(spark, ref.path, files)
     checkpoints.after_commit(spark, ref.path)
     return True
 
 
-def _touched_files(spark, delta_log, snapshot, files: list, source, keys: list[tuple[str, str]]) -> list:
+def _touched_files(spark, delta_log, snapshot, files: TableFiles, source, keys: list[tuple[str, str]]) -> list:
     """The files among `files` holding a key of `source`: one job over the key columns."""
     from pyspark.sql import functions as F
 
-    if not files:
+    if not files.by_name:
         return []
     none = java_class(spark, "scala.Option").empty()
-    table = _frame(spark, delta_log.createDataFrame(snapshot, _seq(spark, files), False, none))
+    converters = java_class(spark, "scala.jdk.javaapi.CollectionConverters")
+    table = _frame(spark, delta_log.createDataFrame(
+        snapshot, converters.asScala(files.jvm_list).toList(), False, none))
     key_columns = [quote_column(c) for c, _s in keys]
     batch_keys = source.select(*[F.col(quote_column(s)).alias(f"_k{i}") for i, (_c, s) in enumerate(keys)])
     on = [F.col(c) == F.col(f"_k{i}") for i, c in enumerate(key_columns)]
     found = (table.select(*key_columns, F.col("_metadata.file_path").alias("_file"))
              .join(F.broadcast(batch_keys), on, "left_semi").select("_file").distinct().collect())
-    names = {row[0].rsplit("/", 1)[-1] for row in found}
-    # Unpartitioned (usable): a data file's path in the log is its name, URL-encoded as
-    # the file's URI is.
-    return [f for f in files if f.path().rsplit("/", 1)[-1] in names]
+    return [files.by_name[name] for name in sorted({_file_name(row[0]) for row in found})
+            if name in files.by_name]
 
 
 def _merged_rows(table, source, keys: list[tuple[str, str]], columns: list[tuple[str, str]], delete: str):
