@@ -29,6 +29,7 @@ from floeline.spark import java_cause_is, java_class
 from floeline.sources.base import Committed
 from floeline.warehouse import checkpoints, load_history, rewrite_merge, tables
 from floeline.warehouse.catalog import TableRef
+from floeline.warehouse.delta_jvm import register_metrics, scala_seq
 from floeline.warehouse.load_history import FileLoad
 from floeline.warehouse.positions import commit_entry
 from floeline.warehouse.session_settings import USER_METADATA_SETTING, session_settings
@@ -152,16 +153,13 @@ class FilesCommit:
             if self.create is not None:
                 self._txn.updateMetadataForNewTable(
                     action.fromJson(self.create.metadata_json(self._schema_json)))
-            actions = java_class(spark, "java.util.ArrayList")()
-            for add in adds:
-                actions.add(action.fromJson(json.dumps({"add": add})))
+            actions = [action.fromJson(json.dumps({"add": add})) for add in adds]
             self._register_metrics(adds)
             none = option.empty()
             operation = java_class(spark, "org.apache.spark.sql.delta.DeltaOperations$Write")(
                 java_class(spark, "org.apache.spark.sql.SaveMode").Append, none, none,
                 option.apply(user_metadata(connector, after)), none, none, none, none, none)
-            converters = java_class(spark, "scala.jdk.javaapi.CollectionConverters")
-            self._txn.commit(converters.asScala(actions).toSeq(), operation)
+            self._txn.commit(scala_seq(spark, actions), operation)
         except Exception as exc:
             raise commit_failure(exc, f"writing to table {self.ref.full_name}", self.ref) from exc
         checkpoints.after_commit(self.spark, self.ref.path)
@@ -170,17 +168,9 @@ class FilesCommit:
     def _register_metrics(self, adds: list[dict]) -> None:
         """The commit's operationMetrics as an append's (files, rows, bytes), which
         DESCRIBE HISTORY shows: the write that counted them was another transaction's."""
-        spark = self.spark
-        values = {"numFiles": len(adds), "numOutputBytes": sum(int(a.get("size") or 0) for a in adds),
-                  "numOutputRows": sum(int(json.loads(a.get("stats") or "{}").get("numRecords", 0)) for a in adds)}
-        context = spark._jsparkSession.sparkContext()
-        metrics = getattr(java_class(spark, "scala.collection.immutable.Map$"), "MODULE$").empty()
-        sql_metrics = java_class(spark, "org.apache.spark.sql.execution.metric.SQLMetrics")
-        for name, value in values.items():
-            metric = sql_metrics.createMetric(context, name)
-            metric.set(value)
-            metrics = metrics.updated(name, metric)
-        self._txn.registerSQLMetrics(self.spark._jsparkSession, metrics)
+        register_metrics(self.spark, self._txn, {
+            "numFiles": len(adds), "numOutputBytes": sum(int(a.get("size") or 0) for a in adds),
+            "numOutputRows": sum(int(json.loads(a.get("stats") or "{}").get("numRecords", 0)) for a in adds)})
 
 
 # Table settings whose tables a file written without them would break.

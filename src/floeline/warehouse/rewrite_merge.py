@@ -27,6 +27,7 @@ from floeline.records.content import quote_column
 from floeline.spark import java_class
 from floeline.warehouse import checkpoints
 from floeline.warehouse.catalog import TableRef
+from floeline.warehouse.delta_jvm import python_list, register_metrics, scala_seq
 from floeline.warehouse.session_settings import USER_METADATA_SETTING, session_settings
 
 # Table settings a rewrite by this module keeps right (floeline's own, and ones that do
@@ -48,7 +49,7 @@ class TableFiles:
     def __init__(self, spark, version: int, files):
         self.version = version
         self.jvm_list = java_class(spark, "java.util.ArrayList")(files)
-        self.by_name = {_file_name(f.path()): f for f in _list(self.jvm_list)}
+        self.by_name = {_file_name(f.path()): f for f in python_list(self.jvm_list)}
 
     def has_deletion_vectors(self) -> bool:
         return any(f.deletionVector() is not None for f in self.by_name.values())
@@ -122,7 +123,8 @@ def rewrite_merge(source, ref: TableRef, keys: list[tuple[str, str]], columns: l
     delta_log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, ref.path)
     txn = delta_log.startTransaction()
     version = txn.readVersion()
-    if version < 0 or not usable(json.loads(txn.metadata().json())["metaData"]):
+    metadata = json.loads(txn.metadata().json())["metaData"]
+    if version < 0 or not usable(metadata):
         return False
     snapshot = txn.snapshot()
     started = time.time()
@@ -131,27 +133,26 @@ def rewrite_merge(source, ref: TableRef, keys: list[tuple[str, str]], columns: l
         files = TableFiles(spark, version, snapshot.allFiles().collectAsList())
         if files.has_deletion_vectors():
             return False
-    table = _frame(spark, delta_log.createDataFrame(snapshot, _seq(spark, []), False, none))
-    table_columns = {name.lower(): name for name in table.columns}
+    table_columns = {f["name"].lower() for f in json.loads(metadata["schemaString"])["fields"]}
     if any(c.lower() not in table_columns for c, _s in columns):
         return False
     txn.readWholeTable()  # a concurrent commit of rows this MERGE could have matched conflicts
     touched = _touched_files(spark, delta_log, snapshot, files, source, keys)
     scanned = time.time()
     rows, observed = _merged_rows(_frame(spark, delta_log.createDataFrame(
-        snapshot, _seq(spark, touched), False, none)), source, keys, columns, delete)
-    added = _list(txn.writeFiles(rows._jdf))
+        snapshot, scala_seq(spark, touched), False, none)), source, keys, columns, delete)
+    added = python_list(txn.writeFiles(rows._jdf))
     counts = observed.get
     now = java_class(spark, "java.lang.System").currentTimeMillis()
     removed = [f.removeWithTimestamp(now, True) for f in touched]
     operation = java_class(spark, "org.apache.spark.sql.delta.DeltaOperations$Merge")(
-        none, none, none, none, _seq(spark, []), _seq(spark, []), _seq(spark, []))
-    _register_metrics(spark, txn, operation, counts, touched, added, {
+        none, none, none, none, scala_seq(spark, []), scala_seq(spark, []), scala_seq(spark, []))
+    _merge_metrics(spark, txn, operation, counts, touched, added, {
         "executionTimeMs": time.time() - started, "scanTimeMs": scanned - started,
         "rewriteTimeMs": time.time() - scanned})
     known_files.forget(ref.path)
     with session_settings(spark, {USER_METADATA_SETTING: user_metadata}):
-        committed = txn.commit(_seq(spark, removed + added), operation)
+        committed = txn.commit(scala_seq(spark, removed + added), operation)
     files.committed(committed, touched, added)
     known_files.put(spark, ref.path, files)
     checkpoints.after_commit(spark, ref.path)
@@ -214,7 +215,7 @@ def _merged_rows(table, source, keys: list[tuple[str, str]], columns: list[tuple
     return joined.where("NOT coalesce(_s_delete, false)").select(*out), observed
 
 
-def _register_metrics(spark, txn, operation, counts: dict, touched: list, added: list, times: dict) -> None:
+def _merge_metrics(spark, txn, operation, counts: dict, touched: list, added: list, times: dict) -> None:
     """The commit's operationMetrics, as Delta's MERGE records them (DESCRIBE HISTORY)."""
     values = {
         "numSourceRows": counts["source"], "operationNumSourceRows": counts["source"],
@@ -226,34 +227,11 @@ def _register_metrics(spark, txn, operation, counts: dict, touched: list, added:
         "numTargetBytesAdded": sum(f.size() for f in added),
         "numTargetBytesRemoved": sum(f.size() for f in touched),
         **{name: int(seconds * 1000) for name, seconds in times.items()}}
-    names = set(_list(operation.operationMetrics().toList())) | {"operationNumSourceRows"}
-    context = spark._jsparkSession.sparkContext()
-    metrics = getattr(java_class(spark, "scala.collection.immutable.Map$"), "MODULE$").empty()
-    sql_metrics = java_class(spark, "org.apache.spark.sql.execution.metric.SQLMetrics")
-    for name in sorted(names):
-        metric = sql_metrics.createMetric(context, name)
-        metric.set(int(values.get(name, 0)))
-        metrics = metrics.updated(name, metric)
-    txn.registerSQLMetrics(spark._jsparkSession, metrics)
+    names = set(python_list(operation.operationMetrics())) | {"operationNumSourceRows"}
+    register_metrics(spark, txn, {name: values.get(name, 0) for name in sorted(names)})
 
 
 def _frame(spark, jdf):
     from pyspark.sql import DataFrame
 
     return DataFrame(jdf, spark)
-
-
-def _seq(spark, items: list):
-    """A Scala immutable Seq of the Java objects `items`."""
-    array = java_class(spark, "java.util.ArrayList")()
-    for item in items:
-        array.add(item)
-    return java_class(spark, "scala.jdk.javaapi.CollectionConverters").asScala(array).toList()
-
-
-def _list(seq) -> list:
-    """The elements of a Scala collection."""
-    items, iterator = [], seq.iterator()
-    while iterator.hasNext():
-        items.append(iterator.next())
-    return items
