@@ -115,6 +115,7 @@ def write_and_commit(pipeline, frame, shares: list[TableShare], phase) -> dict[s
     commits = [FilesCommit(pipeline.spark, s.state.ref, fields, s.state.creation) for s in shares]
     if not all(c.usable for c in commits):
         return None
+    phase("prepare commits")
     staging = pipeline.warehouse.path("_staging", folder_name(pipeline.config.name))
     try:
         try:
