@@ -53,7 +53,7 @@ def test_tables_of_one_kind_of_record_are_written_by_one_job(schematization, mem
     # into their columns: the first after a sample of each partition's first records
     # decided the new tables' columns. Without, the general path, then one write job.
     for report in (first, second):
-        assert "write together" in report.phases
+        assert "write together" in report.phases and "prepare commits" in report.phases
         assert ("read+stats" in report.phases) == (schematization == "false")
     assert ("one pass keys" in first.phases) == (schematization == "true")
     assert "convert+write" not in _phases(connector)
