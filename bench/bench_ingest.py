@@ -6,8 +6,8 @@
    - raw:      Spark's Kafka source, count only (the ceiling);
    - bare:     a hand-written Spark job: Kafka -> from_json(hand-written schema) -> Delta
                append, no metadata, same micro-batch size as floeline, Spark's defaults;
-   - bare, tuned: the same job with floeline's Kafka source options (a shorter fetch
-               wait; see sources/kafka.py), reported for reference, not in the ratio;
+   - bare, tuned: the same job with floeline's Kafka source options (no fetch wait,
+               5,000 records a poll; see sources/kafka.py), reported for reference, not in the ratio;
    - same table: a hand-written job with floeline's Kafka source options writing the
                table floeline writes (its column types, RECORD_METADATA as a VARIANT),
                exactly once through foreachBatch and Delta's idempotent writes
