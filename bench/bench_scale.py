@@ -7,9 +7,10 @@ same run.
    - many:   --tables topics x --many-partitions partitions (4), N records in all
      (N / tables each);
    - p64:    one topic x 64 partitions, N records;
-   and a small warm-up topic.
+   and small warm-up topics: one for single and p64, 4 (of --many-partitions) for many.
 2. Runs each case in a fresh process (`--child`): Spark starts, a warm-up connector
-   reads the warm-up topic (JIT, jar loading), then the measured connector reads the
+   reads the case's warm-up topics (JIT, jar loading, and for many the path that writes
+   tables together), then the measured connector reads the
    case's topics end to end (--until-caught-up; one connector; `topics=` lists the
    case's topics, each to its own table) and its rows are counted from the Delta logs.
    Time runs from the measured connector's creation (source planning and table
@@ -49,6 +50,8 @@ from bench_ingest import produce_records, record  # noqa: E402
 from floeline.dev import kafka as devkafka  # noqa: E402
 
 CASES = ("single", "many", "p64")
+# Topics of the many-tables case's warm-up (the tables-together path).
+WARM_TABLES = 4
 RESULT_MARK = "bench_scale result: "
 
 
@@ -97,7 +100,7 @@ def child(args) -> int:
             "buffer.count.records": str(args.count_records), "buffer.flush.time": "1"}),
             spark, out=sys.stderr)
 
-    connector_for(f"warm_{args.case}_{args.round}", [args.warm_topic]).run(until_caught_up=True)
+    connector_for(f"warm_{args.case}_{args.round}", args.warm_topic.split(",")).run(until_caught_up=True)
     warmed = time.time()
     topics = args.topics.split(",")
     started = time.time()
@@ -114,10 +117,13 @@ def child(args) -> int:
 
 # ---------------------------------------------------------------- the parent
 
-def run_case(case: str, round_no: int, topics: list[str], common: list[str], log_path: str) -> dict:
-    """Run one case's child process; its result with the tree's peak RSS (bytes)."""
+def run_case(case: str, round_no: int, topics: list[str], warm: list[str], common: list[str],
+             log_path: str) -> dict:
+    """Run one case's child process (`warm`: its warm-up topics); its result with the
+    tree's peak RSS (bytes)."""
     command = [sys.executable, os.path.abspath(__file__), "--child", case, "--round", str(round_no),
-               "--topics", ",".join(topics), "--launched", str(time.time())] + common
+               "--topics", ",".join(topics), "--warm-topic", ",".join(warm),
+               "--launched", str(time.time())] + common
     return run_child(command, log_path, RESULT_MARK, f"case {case}")
 
 
@@ -182,20 +188,26 @@ def main() -> int:
         produced_s = produce_spread(bootstrap, topics, args.records)
         print(f"{case}: produced {args.records} records to {len(topics)} topic(s) x {partitions} "
               f"partitions in {produced_s:.1f} s", flush=True)
-    warm = f"scale_warm_{stamp}"
-    devkafka.create_topic(bootstrap, warm, partitions=4)
-    produce_records(bootstrap, warm, args.warmup)
+    # Each case warms up on its own code path: one table, or (many) tables written
+    # together, whose first batch learns every table's keys.
+    warm = {"single": [f"scale_warm_{stamp}"], "p64": [f"scale_warm_{stamp}"],
+            "many": [f"scale_warm_many_{stamp}_{i}" for i in range(WARM_TABLES)]}
+    devkafka.create_topic(bootstrap, warm["single"][0], partitions=4)
+    produce_records(bootstrap, warm["single"][0], args.warmup)
+    for topic in warm["many"]:
+        devkafka.create_topic(bootstrap, topic, partitions=args.many_partitions)
+    produce_spread(bootstrap, warm["many"], args.warmup)
     print(f"set-up {time.time() - started:.1f} s", flush=True)
 
     work = tempfile.mkdtemp(prefix="floeline-scale-")
-    common = ["--bootstrap", bootstrap, "--work", work, "--warm-topic", warm,
+    common = ["--bootstrap", bootstrap, "--work", work,
               "--count-records", str(args.count_records)]
     best: dict[str, dict] = {}
     rss: dict[str, int] = {}
     for round_no in range(args.rounds):
         for case in cases:
             load = os.getloadavg()[0]
-            result = run_case(case, round_no, layout[case][0], common,
+            result = run_case(case, round_no, layout[case][0], warm[case], common,
                               os.path.join(work, f"{case}_{round_no}.log"))
             if result["rows"] != args.records:
                 raise SystemExit(f"case {case}: {result['rows']} rows landed, {args.records} produced")
