@@ -61,11 +61,16 @@ class SteadyProducer(threading.Thread):
     def run(self) -> None:
         tick, per_tick = time.time(), max(1, self.rate // 10)
         while not self.stopping.is_set():
-            for i in range(per_tick):
-                n = self.sent + i
-                self.producer.produce(self.topics[n % len(self.topics)], json.dumps(record(n)).encode())
+            for _ in range(per_tick):
+                n = self.sent
+                while True:
+                    try:
+                        self.producer.produce(self.topics[n % len(self.topics)], json.dumps(record(n)).encode())
+                        break
+                    except BufferError:  # the client's queue is full (the broker is behind): wait
+                        self.producer.poll(0.1)
+                self.sent += 1
             self.producer.poll(0)
-            self.sent += per_tick
             tick += 0.1
             time.sleep(max(0.0, tick - time.time()))
         self.producer.flush(30)
