@@ -70,3 +70,20 @@ def test_a_wide_topic_is_read_in_few_tasks_and_lands_each_record_once_with_every
     state = connector.pipeline.tables.state(connector.pipeline.table_ref(wide))
     assert {ch: int(p) for ch, p in state.committed.positions.items()} == {
         f"{wide}/{p}": 9 for p in range(12)}
+
+
+def test_a_table_read_from_several_tasks_gets_one_file_a_batch(
+        kafka, topic_name, make_config, run_connector, read_table):
+    """Two 6-partition topics: the batch's 12 partitions are read in 4 tasks
+    (read_tasks.py), so each table's rows sit in several of them; the shared write
+    brings a table's rows together (shared_write.py) and its commit adds one file."""
+    topics = [topic_name("six_a"), topic_name("six_b")]
+    for topic in topics:
+        devkafka.create_topic(kafka, topic, partitions=6)
+        produce(kafka, topic, [{"value": {"id": i, "kind": topic}, "partition": i % 6} for i in range(60)])
+    connector = run_connector(make_config(topics=",".join(topics), buffer__count__records=1000))
+
+    assert any("write together" in report.phases for report in connector.reports)
+    for topic in topics:
+        assert sorted(int(r["ID"]) for r in read_table(topic.upper()).collect()) == list(range(60))
+        assert len(delta_log.live_files(connector.pipeline.table_ref(topic).path)) == 1

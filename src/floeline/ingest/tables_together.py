@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from floeline.errors import TableError, first_lines, storage_full
 from floeline.ingest.sink import TableBatch
 from floeline.ingest.landing import landing
+from floeline.ingest.read_tasks import read_task_limit
 from floeline.ingest.onepass import FAILURE_MARK
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.table_state import TableState
@@ -119,7 +120,7 @@ def write_and_commit(pipeline, frame, shares: list[TableShare], phase) -> dict[s
     staging = pipeline.warehouse.path("_staging", folder_name(pipeline.config.name))
     try:
         try:
-            staged = shared_write.write_files_by_table(frame, staging)
+            staged = shared_write.write_files_by_table(frame, staging, read_task_limit(pipeline.spark))
         except Exception as exc:
             raise _write_failure(exc, len(shares), staging) from exc
         phase("write together")
