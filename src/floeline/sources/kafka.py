@@ -46,7 +46,7 @@ MIRROR_BOUND_S = 10.0
 # (bench/RESULTS.md).
 # Spark makes a consumer per topic partition the first time a query reads it, so a
 # connector's first batch over 100 topics x 4 partitions made 400 consumers (a warm batch
-# then reads those 400 partitions in ~0.5 s). Two of each consumer's start-up steps serve
+# then reads those 400 partitions in 0.5-1.5 s). Two of each consumer's start-up steps serve
 # no one here: registering its metrics as JMX MBeans (auto.include.jmx.reporter; Spark
 # does not show them, floeline reports its own) and asking the broker for a telemetry
 # subscription (enable.metrics.push, KIP-714). A first batch over those 400 partitions
