@@ -37,15 +37,14 @@ class StagedFile:
     source: str  # where the file is now
 
 
-def write_files_by_table(frame, staging: str, tasks: int | None = None) -> dict[str, list[StagedFile]]:
+def write_files_by_table(frame, staging: str, tasks: int) -> dict[str, list[StagedFile]]:
     """Write `frame`'s rows as Parquet files under `staging`, one folder per value of
     TABLE_COLUMN, in one Spark job; the files of each value. The other columns are
     the tables' columns, in their order and types (the tables' commits check that).
 
-    `tasks`: the rows are first brought together by table into that many tasks (a
-    shuffle), so a table gets one file instead of one per read task holding its rows."""
-    if tasks:
-        frame = frame.repartition(tasks, TABLE_COLUMN)
+    The rows are first brought together by table into `tasks` tasks (a shuffle), so a
+    table gets one file instead of one per read task holding its rows."""
+    frame = frame.repartition(tasks, TABLE_COLUMN)
     spark = frame.sparkSession
     delta = spark._jvm.org.apache.spark.sql.delta
     metadata = {"metaData": {
