@@ -268,6 +268,10 @@ def _cmd_setup(_args) -> int:
     spark = _start_spark_resolving_packages(get_spark)
     spark.range(1).count()
     print("spark packages: resolved and cached")
+    from floeline import jvm
+    from floeline.spark import kafka_clients_jar
+
+    print(f"floeline's Kafka reader: {jvm.kafka_reader_jar(kafka_clients_jar())}")
     return 0
 
 

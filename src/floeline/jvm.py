@@ -11,7 +11,10 @@ get_spark) and added to the sessions get_spark builds:
 - the batch's push time (`resources/PushTime.java`): as a literal it changed the
   generated code every batch (measured: +0.15 s per batch to compile and warm it up);
 - Hadoop's local file system without a `chmod` or `readlink` process per call
-  (`resources/LocalFiles.java`, see spark.local_files_conf).
+  (`resources/LocalFiles.java`, see spark.local_files_conf);
+- in a jar of its own, floeline's Kafka reader (`resources/GroupedKafka.java`,
+  `floeline.kafka.reader=grouped` in sources/kafka.py): a consumer per task instead of
+  one per topic partition.
 It needs a JDK's `javac` at set-up, which the Makefile asks for. Without it Spark
 still starts (spark.py leaves the jar out, with a warning) and every micro-batch takes
 the general path: slower, same result."""
@@ -34,6 +37,9 @@ from floeline.errors import SetupError, SetupMissing
 _SOURCES = ("JsonScan.java", "KnownKeys.java", "ExactFields.java", "PushTime.java", "ParentWatch.java",
             "LocalFiles.java")
 PUSH_TIME_FUNCTION = "floeline_push_time_ms"
+# floeline's Kafka reader: a jar of its own, compiled against Spark's Kafka client jar.
+KAFKA_READER_SOURCES = ("GroupedKafka.java",)
+KAFKA_READER_CLASS = "floeline.kafka.GroupedKafka"
 
 
 def _pyspark_jars() -> Path:
@@ -42,16 +48,16 @@ def _pyspark_jars() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def _sources() -> dict[str, bytes]:
+def _sources(names=_SOURCES) -> dict[str, bytes]:
     return {name: resources.files("floeline.resources").joinpath(name).read_bytes()
-            for name in _SOURCES}
+            for name in names}
 
 
-def _jar_file(sources: dict[str, bytes]) -> Path:
+def _jar_file(sources: dict[str, bytes], stem: str = "floeline-jvm", also: bytes = b"") -> Path:
     import pyspark
 
-    digest = hashlib.sha256(b"".join(sources.values()) + pyspark.__version__.encode()).hexdigest()[:12]
-    return cache_dir() / "spark-jars" / f"floeline-jvm-{digest}.jar"
+    digest = hashlib.sha256(b"".join(sources.values()) + pyspark.__version__.encode() + also).hexdigest()[:12]
+    return cache_dir() / "spark-jars" / f"{stem}-{digest}.jar"
 
 
 def expected_jar() -> Path:
@@ -66,10 +72,33 @@ def jar_path(build: bool = True) -> Path:
     so a change rebuilds it."""
     sources = _sources()
     jar = _jar_file(sources)
-    if jar.exists():
-        return jar
-    if not build:
-        raise SetupMissing(f"floeline's JVM functions are not compiled ({jar} is missing)")
+    if not jar.exists():
+        if not build:
+            raise SetupMissing(f"floeline's JVM functions are not compiled ({jar} is missing)")
+        _compile(sources, jar, [str(_pyspark_jars() / "*")])
+    return jar
+
+
+def kafka_reader_jar(kafka_clients: str | None, build: bool = True) -> Path:
+    """floeline's Kafka reader (`resources/GroupedKafka.java`, sources/kafka.py), compiled
+    against `kafka_clients`, the Kafka client jar of Spark's Kafka package, which it runs
+    beside: like it, the jar goes in spark.jars only (a class on the JVM's own classpath,
+    where floeline-jvm's LocalFiles must be, cannot see spark.jars). Built by set-up once
+    Spark's packages are resolved (None: not yet, a SetupMissing error), or on first use;
+    `build` false: a missing jar is a SetupMissing error."""
+    if kafka_clients is None:
+        raise SetupMissing("floeline's Kafka reader is compiled once Spark's packages are resolved")
+    sources = _sources(KAFKA_READER_SOURCES)
+    jar = _jar_file(sources, "floeline-kafka-reader", Path(kafka_clients).name.encode())
+    if not jar.exists():
+        if not build:
+            raise SetupMissing(f"floeline's Kafka reader is not compiled ({jar} is missing)")
+        _compile(sources, jar, [str(_pyspark_jars() / "*"), kafka_clients])
+    return jar
+
+
+def _compile(sources: dict[str, bytes], jar: Path, classpath: list[str]) -> None:
+    """javac `sources` against `classpath` into `jar` (replaced atomically)."""
     javac = shutil.which("javac")
     if javac is None:
         raise SetupError("`javac` is not on PATH; floeline compiles its Spark functions at "
@@ -82,10 +111,10 @@ def jar_path(build: bool = True) -> Path:
             paths[-1].write_bytes(text)
         classes = Path(work) / "classes"
         done = subprocess.run([javac, "--release", "17", "-nowarn", "-d", str(classes),
-                               "-cp", str(_pyspark_jars() / "*"), *map(str, paths)],
+                               "-cp", os.pathsep.join(classpath), *map(str, paths)],
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
-            raise SetupError(f"javac could not compile {', '.join(_SOURCES)}:\n"
+            raise SetupError(f"javac could not compile {', '.join(sources)}:\n"
                              f"{done.stderr[-2000:]}")
         partial = jar.with_suffix(f".{os.getpid()}.tmp")
         try:
@@ -95,7 +124,6 @@ def jar_path(build: bool = True) -> Path:
             os.replace(partial, jar)  # atomic: a concurrent set-up never sees half a jar
         finally:
             partial.unlink(missing_ok=True)
-    return jar
 
 
 def known_keys_function(known_keys: frozenset[str]) -> str:

@@ -117,8 +117,9 @@ def s3a_jars(fetch: bool = True) -> list[Path]:
 
 def setup_jars() -> list[Path]:
     """The jars floeline's set-up fetched and built (the Kafka token provider, the s3a
-    jars, floeline's JVM functions), for spark-submit's --jars. Never runs mvn or javac:
-    anything missing is one SetupMissing error naming all of it and `make setup`."""
+    jars, floeline's JVM functions; its Kafka reader when built), for spark-submit's
+    --jars. Never runs mvn or javac: anything missing is one SetupMissing error naming
+    all of it and `make setup`."""
     jars: list[Path] = []
     missing = []
     for get in (lambda: [token_provider_jar(fetch=False)], lambda: s3a_jars(fetch=False),
@@ -130,6 +131,10 @@ def setup_jars() -> list[Path]:
     if missing:
         raise SetupMissing("; ".join(missing) + f". {SETUP_HINT}: spark-submit gets the jars "
                            "set-up made, and floeline never runs mvn or javac for it")
+    try:  # optional: without it a connector with floeline.kafka.reader=grouped says so
+        jars.append(jvm.kafka_reader_jar(kafka_clients_jar(), build=False))
+    except SetupMissing:
+        pass
     return jars
 
 
@@ -140,6 +145,25 @@ def _floeline_jar() -> list[str]:
         return [str(jvm.jar_path())]
     except SetupError as exc:
         log.warning("%s\nWithout it every micro-batch takes the general path (slower).", exc)
+        return []
+
+
+def kafka_clients_jar(resolved: list[str] | None = None) -> str | None:
+    """The Kafka client jar Spark's Kafka package brought (from `resolved`, else the
+    record of an earlier resolution), or None before the first resolution."""
+    jars = resolved if resolved is not None else (resolved_package_jars() or [])
+    return next((j for j in jars if Path(j).name.startswith("org.apache.kafka_kafka-clients-")), None)
+
+
+def _kafka_reader_jar(resolved: list[str] | None) -> list[str]:
+    """floeline's Kafka reader jar (jvm.kafka_reader_jar), or nothing before Spark's
+    packages are resolved or without javac: connectors then read with Spark's source."""
+    if not resolved:
+        return []
+    try:
+        return [str(jvm.kafka_reader_jar(kafka_clients_jar(resolved)))]
+    except (SetupError, SetupMissing) as exc:
+        log.warning("%s\nConnectors read Kafka with Spark's own source.", exc)
         return []
 
 
@@ -218,7 +242,7 @@ def spark_conf(master: str = "local[2]", heap: str = DRIVER_MEMORY) -> dict[str,
         "spark.master": master,
         **packages,
         "spark.jars": ",".join([str(token_provider_jar())] + [str(j) for j in s3a_jars()]
-                               + floeline_jar + (resolved or [])),
+                               + floeline_jar + _kafka_reader_jar(resolved) + (resolved or [])),
         **session_defaults(),
         "spark.driver.memory": driver_memory(heap),
         "spark.ui.enabled": "false",
@@ -421,6 +445,20 @@ def java_cause_is(exc: BaseException, class_names) -> bool:
     by name, walking the class chain in the JVM, so no class is loaded: loading one by
     name depends on the calling thread's class loader, and the one of a py4j thread may
     not see the jars of spark.jars.packages (Delta's, Kafka's)."""
+    return _java_cause(exc, class_names) is not None
+
+
+def java_cause_message(exc: BaseException, class_names) -> str | None:
+    """The message of the first Java exception behind `exc` (itself or a cause) that is
+    an instance of one of `class_names` (see java_cause_is), or None."""
+    throwable = _java_cause(exc, class_names)
+    try:
+        return None if throwable is None else str(throwable.getMessage())
+    except Exception:  # noqa: BLE001 - the JVM is gone
+        return None
+
+
+def _java_cause(exc: BaseException, class_names):
     wanted = set(class_names)
 
     def class_chain(throwable):
@@ -434,11 +472,11 @@ def java_cause_is(exc: BaseException, class_names) -> bool:
     throwable = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
     for _depth in range(16):
         if throwable is None:
-            return False
+            return None
         try:
             if wanted.intersection(class_chain(throwable)):
-                return True
+                return throwable
             throwable = throwable.getCause()
         except Exception:  # noqa: BLE001 - the JVM is gone
-            return False
-    return False
+            return None
+    return None

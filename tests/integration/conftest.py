@@ -76,6 +76,9 @@ def make_config(kafka, warehouse):
     def make(**settings):
         base = {"name": f"c{uuid.uuid4().hex[:6]}", "bootstrap.servers": kafka,
                 "floeline.warehouse": warehouse, "buffer.flush.time": "1"}
+        if os.environ.get("FLOELINE_TEST_KAFKA_READER"):
+            # The whole suite over another Kafka reader (floeline.kafka.reader).
+            base["floeline.kafka.reader"] = os.environ["FLOELINE_TEST_KAFKA_READER"]
         base.update({k.replace("__", "."): str(v) for k, v in settings.items()})
         return config_from_dict(base)
     return make

@@ -49,13 +49,13 @@ class MemoryHarness:
 class KafkaHarness:
     kind = "kafka"
 
-    def __init__(self, kafka, make_config):
+    def __init__(self, kafka, make_config, reader="spark"):
         from floeline.dev import kafka as devkafka
 
         self.kafka = kafka
         self.topic = f"contract_{uuid.uuid4().hex[:8]}"
         devkafka.create_topic(kafka, self.topic, partitions=2)
-        self.config = make_config(topics=self.topic)
+        self.config = make_config(topics=self.topic, floeline__kafka__reader=reader)
         self.counts: dict[int, int] = {}
 
     def write(self, values: list[bytes]) -> list[tuple[str, str]]:
@@ -104,12 +104,14 @@ class KinesisHarness:
         return KinesisSource(self.config)
 
 
-@pytest.fixture(params=["memory", "kafka", "kinesis"])
+# kafka-grouped: Kafka read by floeline's reader (floeline.kafka.reader=grouped).
+@pytest.fixture(params=["memory", "kafka", "kafka-grouped", "kinesis"])
 def harness(request, tmp_path, make_config, warehouse):
     if request.param == "memory":
         return MemoryHarness(tmp_path, make_config)
-    if request.param == "kafka":
-        return KafkaHarness(request.getfixturevalue("kafka"), make_config)
+    if request.param.startswith("kafka"):
+        return KafkaHarness(request.getfixturevalue("kafka"), make_config,
+                            "grouped" if request.param == "kafka-grouped" else "spark")
     return KinesisHarness(request.getfixturevalue("aws"), warehouse)
 
 

@@ -449,6 +449,12 @@ def test_table_settings_variant_storage_and_auto_compact():
         {**BASE, "floeline.variant.storage": "json", "snowflake.ingestion.method": "SNOWPIPE"})
 
 
+def test_kafka_reader_is_spark_unless_grouped_is_asked_for():
+    assert config_from_dict({**BASE}).kafka_reader == "spark"
+    assert config_from_dict({**BASE, "floeline.kafka.reader": "Grouped"}).kafka_reader == "grouped"
+    assert "floeline.kafka.reader='fast'" in cfg_error({**BASE, "floeline.kafka.reader": "fast"})
+
+
 def test_schema_evolution_max_new_columns():
     assert config_from_dict({**BASE}).table_settings.max_new_columns == 1000
     c = config_from_dict({**BASE, "floeline.schema.evolution.max.new.columns": "50"})

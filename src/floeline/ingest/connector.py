@@ -37,7 +37,7 @@ from floeline.ingest.read_tasks import at_most_read_tasks
 from floeline.ingest.results import BatchResult
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
-from floeline.spark import java_cause_is
+from floeline.spark import java_cause_is, java_cause_message
 from floeline.warehouse import checkpoints
 
 log = logging.getLogger("floeline")
@@ -253,6 +253,9 @@ class Connector:
             if not isinstance(self.failure, FloelineError) and is_transient_java(self.failure):
                 # A Spark job of the batch failed reading the source (the broker away).
                 raise query_failure(self.config.name, self.failure) from self.failure
+            lost = java_cause_message(self.failure, (RECORDS_LOST_JAVA_ERROR,))
+            if lost is not None:
+                raise QueryError(f"connector {self.config.name} stopped: {lost}") from self.failure
             raise self.failure
         if error is not None:
             raise query_failure(self.config.name, error) from error
@@ -343,6 +346,11 @@ class Connector:
 # kafkaConsumer.pollTimeoutMs.
 TRANSIENT_JAVA_ERRORS = ("org.apache.kafka.common.errors.RetriableException",
                          "java.util.concurrent.TimeoutException")
+
+
+# floeline's Kafka reader (resources/GroupedKafka.java): records a batch starts from are
+# gone from the topic (retention), so reading on would skip them.
+RECORDS_LOST_JAVA_ERROR = "floeline.kafka.GroupedKafka$RecordsLost"
 
 
 def query_failure(connector: str, exc: BaseException) -> Exception:

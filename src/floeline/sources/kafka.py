@@ -16,7 +16,8 @@ import time
 from functools import lru_cache
 
 from floeline import retry
-from floeline.errors import ServiceError, ServiceUnavailable
+from floeline.errors import ServiceError, ServiceUnavailable, SetupMissing
+from floeline.jvm import KAFKA_READER_CLASS
 from floeline.retry import RetryPolicy
 from floeline.naming import table_for_topic
 from floeline.records.metadata import kafka_metadata_sql
@@ -129,13 +130,17 @@ class KafkaSource:
     def open(self, spark, committed: Committed, has_checkpoint: bool):
         cfg = self.config
         starts = self.start_offsets(committed)
-        reader = (spark.readStream.format("kafka")
+        reader = (spark.readStream.format(self._reader_format(spark))
                   .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
                   .option("includeHeaders", "true")
                   .options(**SPARK_SOURCE_OPTIONS)
                   .options(**{f"kafka.{k}": v for k, v in cfg.kafka_security.java_options().items()})
                   .option("maxOffsetsPerTrigger",
                           str(self.records_per_partition() * max(1, len(starts)))))
+        if cfg.kafka_reader == "grouped":
+            # Consumers per batch: as many as the tasks a micro-batch is read in
+            # (ingest/read_tasks.read_task_limit).
+            reader = reader.option("tasks", str(2 * max(1, spark.sparkContext.defaultParallelism)))
         if cfg.topics_regex:
             reader = reader.option("subscribePattern", cfg.topics_regex)
         else:
@@ -145,6 +150,20 @@ class KafkaSource:
         else:
             reader = reader.option("startingOffsets", "earliest")
         return reader.load()
+
+    def _reader_format(self, spark) -> str:
+        """The data source of floeline.kafka.reader: Spark's Kafka source (`spark`: a
+        consumer per topic partition), or floeline's (`grouped`: a consumer per task,
+        resources/GroupedKafka.java; the same columns and offsets), whose jar set-up
+        compiles."""
+        if self.config.kafka_reader == "spark":
+            return "kafka"
+        jars = spark.sparkContext.getConf().get("spark.jars", "")
+        if "floeline-kafka-reader-" not in jars:
+            raise SetupMissing("floeline.kafka.reader=grouped: this Spark session was started without "
+                               "floeline's Kafka reader jar; run `floeline setup` (it compiles the jar once "
+                               "Spark's packages are resolved), or set floeline.kafka.reader=spark")
+        return KAFKA_READER_CLASS
 
     def normalize(self, batch):
         return batch.selectExpr(*NORMALIZED_KAFKA)

@@ -1,0 +1,112 @@
+"""floeline's Kafka reader (floeline.kafka.reader=grouped, resources/GroupedKafka.java):
+a consumer per Spark task, each assigned several topic partitions. What a user sees must
+not change: every record once across restarts, a deleted checkpoint and a switch of
+reader on the same checkpoint; buffer.count.records bounds a batch; topics.regex finds
+new topics; records deleted by retention before they were read stop the connector with
+an error that says so."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from floeline.dev import kafka as devkafka
+from floeline.errors import FloelineError
+from floeline.sources.kafka import produce
+
+pytestmark = pytest.mark.integration
+
+
+def produce_numbered(kafka, topic, partitions, start, count):
+    produce(kafka, topic, [{"value": {"n": start + i}, "partition": (start + i) % partitions,
+                            "headers": [("h", f"v{start + i}".encode())]}
+                           for i in range(count)])
+
+
+def assert_exactly_once(df, expected_per_partition: dict[int, int]):
+    coords = [(r["p"], r["o"]) for r in df.selectExpr(
+        "RECORD_METADATA:partition::int AS p", "RECORD_METADATA:offset::bigint AS o").collect()]
+    assert len(coords) == len(set(coords)), "duplicate rows"
+    expected = {(p, o) for p, n in expected_per_partition.items() for o in range(n)}
+    assert set(coords) == expected, f"missing {sorted(expected - set(coords))[:5]}"
+
+
+def test_many_topics_land_once_across_restarts_a_deleted_checkpoint_and_a_switch_of_reader(
+        kafka, topic_name, make_config, run_connector, read_table):
+    topics = [topic_name(f"grouped{i}") for i in range(3)]
+    for topic in topics:
+        devkafka.create_topic(kafka, topic, partitions=3)
+        produce_numbered(kafka, topic, 3, 0, 30)
+    name = f"g{topic_name('n')[-6:]}"
+    grouped = make_config(name=name, topics=",".join(topics), floeline__kafka__reader="grouped")
+    first = run_connector(grouped)
+    assert sum(r.records_read for r in first.reports) == 90
+    assert len({r.batch_id for r in first.reports}) == len(first.reports)
+    run_connector(grouped)  # nothing new: writes nothing
+    for topic in topics:
+        produce_numbered(kafka, topic, 3, 30, 9)
+    # Spark's reader on the grouped reader's checkpoint: the same offsets in its log.
+    spark_reader = make_config(name=name, topics=",".join(topics), floeline__kafka__reader="spark")
+    assert sum(r.records_read for r in run_connector(spark_reader).reports) == 27
+    for topic in topics:
+        produce_numbered(kafka, topic, 3, 39, 6)
+    assert sum(r.records_read for r in run_connector(grouped).reports) == 18
+    shutil.rmtree(grouped.checkpoint_dir)
+    for topic in topics:
+        produce_numbered(kafka, topic, 3, 45, 3)
+    # Without a checkpoint: from the offsets in the tables.
+    assert sum(r.records_read for r in run_connector(grouped).reports) == 9
+    for topic in topics:
+        table = read_table(topic.upper())
+        assert_exactly_once(table, {0: 16, 1: 16, 2: 16})
+        headers = {r["n"]: r["h"] for r in table.selectExpr(
+            "RECORD_CONTENT:n::int AS n" if "RECORD_CONTENT" in table.columns else "N::int AS n",
+            "RECORD_METADATA:headers.h::string AS h").collect()}
+        assert headers == {n: f"v{n}" for n in range(48)}
+
+
+def test_buffer_count_records_bounds_each_batch(kafka, topic_name, make_config, run_connector,
+                                                read_table):
+    topic = topic_name("gbounds")
+    devkafka.create_topic(kafka, topic, partitions=2)
+    produce(kafka, topic, [{"value": {"n": i}, "partition": i % 2} for i in range(40)])
+    connector = run_connector(make_config(topics=topic, buffer__count__records=5,
+                                          floeline__kafka__reader="grouped"))
+    assert [r.records_read for r in connector.reports] == [10, 10, 10, 10]
+    assert_exactly_once(read_table(topic.upper()), {0: 20, 1: 20})
+
+
+def test_topics_regex_reads_every_matching_topic(kafka, topic_name, make_config, run_connector,
+                                                 read_table):
+    suffix = topic_name("gre")
+    topics = [f"cat_{suffix}_1", f"cat_{suffix}_2"]
+    for t in topics:
+        devkafka.create_topic(kafka, t, partitions=2)
+        produce(kafka, t, [{"value": {"n": i}, "partition": i % 2} for i in range(4)])
+    run_connector(make_config(topics__regex=f"cat_{suffix}_.*", floeline__kafka__reader="grouped",
+                              snowflake__topic2table__map=f"cat_{suffix}_.*:CATS_{suffix.upper()}"))
+    assert read_table(f"CATS_{suffix.upper()}").count() == 8
+
+
+def test_records_deleted_before_they_were_read_stop_the_connector_and_say_so(
+        kafka, topic_name, make_config, run_connector, read_table):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = topic_name("gloss")
+    devkafka.create_topic(kafka, topic, partitions=1)
+    config = make_config(topics=topic, floeline__kafka__reader="grouped")
+    produce(kafka, topic, [{"n": i} for i in range(5)])
+    run_connector(config)
+    produce(kafka, topic, [{"n": i} for i in range(5, 10)])
+    # Retention takes offsets 5-7 before the connector reads them.
+    admin = AdminClient({"bootstrap.servers": kafka})
+    for done in admin.delete_records([TopicPartition(topic, 0, 8)]).values():
+        done.result(timeout=30)
+    with pytest.raises(FloelineError) as failed:
+        run_connector(config)
+    assert "no longer has the records" in str(failed.value) and topic in str(failed.value)
+    assert read_table(topic.upper()).count() == 5  # nothing of the failed batch landed
+    assert json.loads(read_table(topic.upper()).first()["RECORD_METADATA"].toJson())["partition"] == 0
