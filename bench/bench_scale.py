@@ -97,7 +97,8 @@ def child(args) -> int:
         return Connector(config_from_dict({
             "name": name, "topics": ",".join(topics), "bootstrap.servers": args.bootstrap,
             "floeline.warehouse": os.path.join(args.work, f"{args.case}_{args.round}", "warehouse"),
-            "buffer.count.records": str(args.count_records), "buffer.flush.time": "1"}),
+            "buffer.count.records": str(args.count_records), "buffer.flush.time": "1",
+            "floeline.kafka.reader": args.kafka_reader}),
             spark, out=sys.stderr)
 
     connector_for(f"warm_{args.case}_{args.round}", args.warm_topic.split(",")).run(until_caught_up=True)
@@ -158,6 +159,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=20_000, help="records in the warm-up topic")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cases", default=",".join(CASES), help="a subset to run, e.g. many")
+    parser.add_argument("--kafka-reader", choices=("spark", "grouped"), default="spark",
+                        help="floeline.kafka.reader of every case's connectors")
     # What the parent passes to each case's process:
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)
@@ -201,7 +204,7 @@ def main() -> int:
 
     work = tempfile.mkdtemp(prefix="floeline-scale-")
     common = ["--bootstrap", bootstrap, "--work", work,
-              "--count-records", str(args.count_records)]
+              "--count-records", str(args.count_records), "--kafka-reader", args.kafka_reader]
     best: dict[str, dict] = {}
     rss: dict[str, int] = {}
     for round_no in range(args.rounds):

@@ -83,6 +83,8 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=5000, help="records/s over all topics")
     parser.add_argument("--seconds", type=int, default=600)
     parser.add_argument("--flush-time", type=int, default=10, help="buffer.flush.time")
+    parser.add_argument("--kafka-reader", choices=("spark", "grouped"), default="spark",
+                        help="floeline.kafka.reader of the measured connector")
     args = parser.parse_args()
 
     bootstrap = devkafka.start()
@@ -104,7 +106,7 @@ def main() -> int:
     config = config_from_dict({
         "name": f"steady_{stamp}", "topics": ",".join(topics), "bootstrap.servers": bootstrap,
         "floeline.warehouse": os.path.join(out_dir, "warehouse"),
-        "buffer.flush.time": str(args.flush_time)})
+        "buffer.flush.time": str(args.flush_time), "floeline.kafka.reader": args.kafka_reader})
     connector = Connector(config, spark, out=sys.stderr)
     runner = threading.Thread(target=connector.run, daemon=True)
     started = time.time()
