@@ -1,6 +1,11 @@
-"""The options floeline gives Spark's Kafka source (sources/kafka.py)."""
+"""The options floeline gives Spark's Kafka source, and which reader a connector reads
+Kafka with (sources/kafka.py)."""
 
-from floeline.sources.kafka import SPARK_SOURCE_OPTIONS
+import pytest
+
+from floeline.errors import SetupMissing
+from floeline.jvm import KAFKA_READER_CLASS
+from floeline.sources.kafka import SPARK_SOURCE_OPTIONS, reader_format
 
 
 def test_the_broker_does_not_hold_fetches_at_a_partitions_end():
@@ -23,3 +28,17 @@ def test_a_new_consumer_starts_without_jmx_metrics_or_telemetry():
     # steps a first batch over 400 partitions read in 7.5-8.2 s against 10.2-10.8 s.
     assert SPARK_SOURCE_OPTIONS["kafka.auto.include.jmx.reporter"] == "false"
     assert SPARK_SOURCE_OPTIONS["kafka.enable.metrics.push"] == "false"
+
+
+def test_the_reader_is_floelines_when_its_jar_is_in_the_session():
+    jars = "/c/spark-jars/floeline-jvm-1.jar,/c/spark-jars/floeline-kafka-reader-abc.jar"
+    assert reader_format("grouped", True, jars) == KAFKA_READER_CLASS
+    assert reader_format("grouped", False, jars) == KAFKA_READER_CLASS
+    assert reader_format("spark", True, jars) == "kafka"
+
+
+def test_without_the_jar_the_default_reads_with_spark_and_an_explicit_grouped_says_how_to_fix():
+    jars = "/c/spark-jars/floeline-jvm-1.jar"
+    assert reader_format("grouped", False, jars) == "kafka"
+    with pytest.raises(SetupMissing, match="floeline setup.*floeline.kafka.reader=spark"):
+        reader_format("grouped", True, jars)

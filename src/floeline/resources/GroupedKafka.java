@@ -398,6 +398,8 @@ public final class GroupedKafka implements TableProvider {
     static final class Kept {
         private static final Map<String, KafkaConsumer<byte[], byte[]>> CONSUMERS = new ConcurrentHashMap<>();
         private static final Map<String, Long> LAST_USED = new ConcurrentHashMap<>();
+        // Queries stopped: a reader of theirs still running closes its consumer at its end.
+        private static final Set<String> STOPPED = ConcurrentHashMap.newKeySet();
 
         static KafkaConsumer<byte[], byte[]> take(String key, Map<String, String> settings) {
             closeIdle();
@@ -407,6 +409,10 @@ public final class GroupedKafka implements TableProvider {
         }
 
         static void give(String key, KafkaConsumer<byte[], byte[]> consumer) {
+            if (STOPPED.contains(key.substring(0, key.lastIndexOf('#')))) {
+                consumer.close(Duration.ofSeconds(5));
+                return;
+            }
             consumer.unsubscribe();
             LAST_USED.put(key, System.currentTimeMillis());
             KafkaConsumer<byte[], byte[]> other = CONSUMERS.put(key, consumer);
@@ -416,6 +422,7 @@ public final class GroupedKafka implements TableProvider {
         }
 
         static void closeAll(String pool) {
+            STOPPED.add(pool);
             for (String key : new ArrayList<>(CONSUMERS.keySet())) {
                 if (key.startsWith(pool + "#")) {
                     close(key);

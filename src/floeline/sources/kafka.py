@@ -152,18 +152,8 @@ class KafkaSource:
         return reader.load()
 
     def _reader_format(self, spark) -> str:
-        """The data source of floeline.kafka.reader: Spark's Kafka source (`spark`: a
-        consumer per topic partition), or floeline's (`grouped`: a consumer per task,
-        resources/GroupedKafka.java; the same columns and offsets), whose jar set-up
-        compiles."""
-        if self.config.kafka_reader == "spark":
-            return "kafka"
-        jars = spark.sparkContext.getConf().get("spark.jars", "")
-        if "floeline-kafka-reader-" not in jars:
-            raise SetupMissing("floeline.kafka.reader=grouped: this Spark session was started without "
-                               "floeline's Kafka reader jar; run `floeline setup` (it compiles the jar once "
-                               "Spark's packages are resolved), or set floeline.kafka.reader=spark")
-        return KAFKA_READER_CLASS
+        return reader_format(self.config.kafka_reader, "floeline.kafka.reader" in self.config.raw,
+                             spark.sparkContext.getConf().get("spark.jars", ""))
 
     def normalize(self, batch):
         return batch.selectExpr(*NORMALIZED_KAFKA)
@@ -222,6 +212,26 @@ class KafkaSource:
 
     def close(self) -> None:
         pass
+
+
+def reader_format(reader: str, given: bool, session_jars: str) -> str:
+    """The data source of floeline.kafka.reader (`reader`; `given`: set in the config):
+    Spark's Kafka source (`spark`: a consumer per topic partition) or floeline's
+    (`grouped`: a consumer per task, resources/GroupedKafka.java; the same columns and
+    offsets). floeline's needs its jar in the session (`session_jars`: spark.jars), which
+    set-up compiles once Spark's packages are resolved: without it the default falls back
+    to Spark's source, and an explicit `grouped` is an error saying how to get it."""
+    if reader == "spark":
+        return "kafka"
+    if "floeline-kafka-reader-" in session_jars:
+        return KAFKA_READER_CLASS
+    if not given:
+        log.warning("floeline's Kafka reader jar is not in this Spark session (`floeline setup` "
+                    "builds it once Spark's packages are resolved): reading with Spark's source")
+        return "kafka"
+    raise SetupMissing("floeline.kafka.reader=grouped: this Spark session was started without "
+                       "floeline's Kafka reader jar; run `floeline setup` (it compiles the jar once "
+                       "Spark's packages are resolved), or set floeline.kafka.reader=spark")
 
 
 def batch_end_from_offsets(offset_json: str) -> BatchEnd | None:
