@@ -94,6 +94,23 @@ def test_two_connectors_in_one_session_land_exactly_once_through_pause_resume_st
     herder.resume("a")
     wait_rows(spark, warehouse, a.upper(), 260)
 
+    # A pause and a resume at once, while it runs: its run ends after the resume (the
+    # stop the pause asked for), and the connector runs again; it is not FAILED.
+    wait_state(herder, "a", "RUNNING")
+    runner_a = herder._runners["a"]
+    paused = runner_a.connector
+    assert paused is not None
+    herder.pause("a")
+    herder.resume("a")
+
+    def running_again():
+        assert state(herder, "a") != "FAILED", herder.status("a")
+        return runner_a.connector not in (None, paused) and state(herder, "a") == "RUNNING"
+
+    wait_for("a running again after a pause and a resume at once", running_again)
+    produce_numbered(kafka, a, 2, 260, 10)
+    wait_rows(spark, warehouse, a.upper(), 270)
+
     # A config update restarts the connector with the new config.
     runner = herder._runners["b"]
     before = runner.connector
@@ -106,7 +123,7 @@ def test_two_connectors_in_one_session_land_exactly_once_through_pause_resume_st
     wait_rows(spark, warehouse, b.upper(), 180)
     assert herder.put_config("b", {"topics": b, "buffer.flush.time": "1"}) is False
 
-    assert_exactly_once(spark, warehouse, a.upper(), 260, 2)
+    assert_exactly_once(spark, warehouse, a.upper(), 270, 2)
     assert_exactly_once(spark, warehouse, b.upper(), 180, 1)
     output = herder.output.getvalue()
     assert "[a] batch " in output and "[b] batch " in output

@@ -277,6 +277,11 @@ class Connector:
     def stop(self) -> None:
         self._stop.set()
 
+    @property
+    def stop_requested(self) -> bool:
+        """True once `stop()` was called: a run that then ends was asked to."""
+        return self._stop.is_set()
+
     def _process_batch_safely(self, df, batch_id: int) -> None:
         try:
             with self.batch_slots if self.batch_slots is not None else contextlib.nullcontext():

@@ -149,7 +149,10 @@ class _Runner:
             if connector is not None:
                 self.routes.update(connector.routes)
             self.connector = None
-            asked = self.target != "RUNNING" or self.retry or self.deleted or self.herder._closing
+            # A stop asked of this run counts even when the target is RUNNING again by now
+            # (a pause and a resume at once): the supervisor then starts a fresh run.
+            asked = (connector is not None and connector.stop_requested) or self.target != "RUNNING" \
+                or self.retry or self.deleted or self.herder._closing
             if error is not None and not asked:
                 self.state, self.trace = "FAILED", failure_trace(self.name, error)
                 log.error("connector %s failed: %s", self.name, scrub(str(error)))
