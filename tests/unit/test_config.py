@@ -449,9 +449,9 @@ def test_table_settings_variant_storage_and_auto_compact():
         {**BASE, "floeline.variant.storage": "json", "snowflake.ingestion.method": "SNOWPIPE"})
 
 
-def test_kafka_reader_is_spark_unless_grouped_is_asked_for():
-    assert config_from_dict({**BASE}).kafka_reader == "spark"
-    assert config_from_dict({**BASE, "floeline.kafka.reader": "Grouped"}).kafka_reader == "grouped"
+def test_kafka_reader_is_grouped_unless_spark_is_asked_for():
+    assert config_from_dict({**BASE}).kafka_reader == "grouped"
+    assert config_from_dict({**BASE, "floeline.kafka.reader": "Spark"}).kafka_reader == "spark"
     assert "floeline.kafka.reader='fast'" in cfg_error({**BASE, "floeline.kafka.reader": "fast"})
 
 

@@ -254,10 +254,11 @@ class ConnectorConfig:
     # floeline.warehouse.s3.*: how to reach an s3a:// warehouse or checkpoint (None when
     # both are local); holds secrets, so it is left out of repr.
     warehouse_s3: S3Settings | None = field(default=None, repr=False)
-    # floeline.kafka.reader: how micro-batches read Kafka: `spark` (default: Spark's Kafka
-    # source, a consumer per topic partition) or `grouped` (floeline's reader, a consumer
-    # per task assigned several partitions: many partitions cost less per batch).
-    kafka_reader: Literal["spark", "grouped"] = "spark"
+    # floeline.kafka.reader: how micro-batches read Kafka: `grouped` (default: floeline's
+    # reader, a consumer per task assigned several partitions, so many partitions cost
+    # less per batch; Spark's source when its jar is not built) or `spark` (Spark's Kafka
+    # source, a consumer per topic partition).
+    kafka_reader: Literal["spark", "grouped"] = "grouped"
     # floeline.warehouse.owner.timeout.ms: a table owner that has not renewed its record
     # for this long is gone (warehouse/owners.py; tables on S3 only).
     owner_timeout_ms: int = 60000
@@ -489,7 +490,7 @@ class _Reader:
             kafka_security=kafka_security.read_security(self.settings, self.problems),
             warehouse_s3=self.warehouse_s3(warehouse),
             owner_timeout_ms=self.integer("floeline.warehouse.owner.timeout.ms", 60000, minimum=1000),
-            kafka_reader=self.choice("floeline.kafka.reader", "spark", ("spark", "grouped")),
+            kafka_reader=self.choice("floeline.kafka.reader", "grouped", ("spark", "grouped")),
             changes=read_change_settings(self, schematization, method),
         )
 

@@ -398,8 +398,9 @@ public final class GroupedKafka implements TableProvider {
     static final class Kept {
         private static final Map<String, KafkaConsumer<byte[], byte[]>> CONSUMERS = new ConcurrentHashMap<>();
         private static final Map<String, Long> LAST_USED = new ConcurrentHashMap<>();
-        // Queries stopped: a reader of theirs still running closes its consumer at its end.
-        private static final Set<String> STOPPED = ConcurrentHashMap.newKeySet();
+        // Queries stopped (and when): a reader of theirs still running closes its consumer
+        // at its end. Forgotten after IDLE_MS, so a long-lived worker does not collect them.
+        private static final Map<String, Long> STOPPED = new ConcurrentHashMap<>();
 
         static KafkaConsumer<byte[], byte[]> take(String key, Map<String, String> settings) {
             closeIdle();
@@ -409,20 +410,21 @@ public final class GroupedKafka implements TableProvider {
         }
 
         static void give(String key, KafkaConsumer<byte[], byte[]> consumer) {
-            if (STOPPED.contains(key.substring(0, key.lastIndexOf('#')))) {
+            if (STOPPED.containsKey(key.substring(0, key.lastIndexOf('#')))) {
                 consumer.close(Duration.ofSeconds(5));
                 return;
             }
             consumer.unsubscribe();
-            LAST_USED.put(key, System.currentTimeMillis());
             KafkaConsumer<byte[], byte[]> other = CONSUMERS.put(key, consumer);
+            // After the consumer: a take() in between leaves at most a time without one.
+            LAST_USED.put(key, System.currentTimeMillis());
             if (other != null) {  // a retried task's reader returned first
                 other.close(Duration.ofSeconds(5));
             }
         }
 
         static void closeAll(String pool) {
-            STOPPED.add(pool);
+            STOPPED.put(pool, System.currentTimeMillis());
             for (String key : new ArrayList<>(CONSUMERS.keySet())) {
                 if (key.startsWith(pool + "#")) {
                     close(key);
@@ -437,6 +439,7 @@ public final class GroupedKafka implements TableProvider {
                     close(e.getKey());
                 }
             }
+            STOPPED.values().removeIf(at -> now - at > IDLE_MS);
         }
 
         private static void close(String key) {

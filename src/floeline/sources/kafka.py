@@ -68,7 +68,8 @@ def topic_partition(channel: str) -> tuple[str, int]:
 
 
 class KafkaSource:
-    """Topics of one connector, read with Spark's Kafka source (see sources/base.py)."""
+    """Topics of one connector, read with floeline's Kafka reader or Spark's Kafka source
+    (floeline.kafka.reader; see sources/base.py)."""
 
     kind = "kafka"
     has_headers = True
@@ -130,14 +131,15 @@ class KafkaSource:
     def open(self, spark, committed: Committed, has_checkpoint: bool):
         cfg = self.config
         starts = self.start_offsets(committed)
-        reader = (spark.readStream.format(self._reader_format(spark))
+        source_format = self._reader_format(spark)
+        reader = (spark.readStream.format(source_format)
                   .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
                   .option("includeHeaders", "true")
                   .options(**SPARK_SOURCE_OPTIONS)
                   .options(**{f"kafka.{k}": v for k, v in cfg.kafka_security.java_options().items()})
                   .option("maxOffsetsPerTrigger",
                           str(self.records_per_partition() * max(1, len(starts)))))
-        if cfg.kafka_reader == "grouped":
+        if source_format == KAFKA_READER_CLASS:
             # Consumers per batch: as many as the tasks a micro-batch is read in
             # (ingest/read_tasks.read_task_limit).
             reader = reader.option("tasks", str(2 * max(1, spark.sparkContext.defaultParallelism)))
