@@ -159,8 +159,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=20_000, help="records in the warm-up topic")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--cases", default=",".join(CASES), help="a subset to run, e.g. many")
-    parser.add_argument("--kafka-reader", choices=("spark", "grouped"), default="spark",
-                        help="floeline.kafka.reader of every case's connectors")
+    parser.add_argument("--kafka-reader", choices=("spark", "grouped"), default="grouped",
+                        help="floeline.kafka.reader of every case's connectors (default: floeline's)")
     # What the parent passes to each case's process:
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--round", type=int, default=0, help=argparse.SUPPRESS)

@@ -83,8 +83,8 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=5000, help="records/s over all topics")
     parser.add_argument("--seconds", type=int, default=600)
     parser.add_argument("--flush-time", type=int, default=10, help="buffer.flush.time")
-    parser.add_argument("--kafka-reader", choices=("spark", "grouped"), default="spark",
-                        help="floeline.kafka.reader of the measured connector")
+    parser.add_argument("--kafka-reader", choices=("spark", "grouped"), default="grouped",
+                        help="floeline.kafka.reader of the measured connector (default: floeline's)")
     args = parser.parse_args()
 
     bootstrap = devkafka.start()

@@ -78,6 +78,46 @@ def test_buffer_count_records_bounds_each_batch(kafka, topic_name, make_config, 
     assert_exactly_once(read_table(topic.upper()), {0: 20, 1: 20})
 
 
+def open_reader_consumers(spark) -> int:
+    """The reader's Kafka consumers open in this JVM: each registers its app-info MBean
+    under its client.id, floeline-kafka-reader-<n>, until it is closed."""
+    jvm, gateway = spark._jvm, spark.sparkContext._gateway
+    server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
+    # Through the public interface's Method: the server's own class is not exported to Py4J.
+    types = gateway.new_array(jvm.java.lang.Class, 2)
+    types[0] = jvm.java.lang.Class.forName("javax.management.ObjectName")
+    types[1] = jvm.java.lang.Class.forName("javax.management.QueryExp")
+    query_names = jvm.java.lang.Class.forName("javax.management.MBeanServer").getMethod("queryNames", types)
+    args = gateway.new_array(jvm.java.lang.Object, 2)
+    args[0] = jvm.javax.management.ObjectName("kafka.consumer:type=app-info,id=floeline-kafka-reader-*")
+    return query_names.invoke(server, args).size()
+
+
+def test_a_stopped_query_closes_every_consumer_it_opened(kafka, spark, topic_name, make_config,
+                                                          read_table):
+    topic = topic_name("gclose")
+    devkafka.create_topic(kafka, topic, partitions=4)
+    produce(kafka, topic, [{"value": {"n": i}, "partition": i % 4} for i in range(40)])
+    from floeline.ingest import Connector
+
+    before = open_reader_consumers(spark)
+    seen = []
+
+    class Counting(Connector):
+        def process_batch(self, batch, batch_id):
+            report = super().process_batch(batch, batch_id)
+            seen.append(open_reader_consumers(spark))
+            return report
+
+    connector = Counting(make_config(topics=topic, buffer__count__records=5,
+                                     floeline__kafka__reader="grouped"), spark)
+    connector.run(until_caught_up=True)
+    assert sum(r.records_read for r in connector.reports) == 40
+    assert seen and max(seen) > before  # the batches read with consumers kept between them
+    assert open_reader_consumers(spark) == before  # and the stopped query closed them all
+    assert read_table(topic.upper()).count() == 40
+
+
 def test_topics_regex_reads_every_matching_topic(kafka, topic_name, make_config, run_connector,
                                                  read_table):
     suffix = topic_name("gre")

@@ -19,6 +19,7 @@ import java.util.TreeMap;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -88,6 +89,7 @@ public final class GroupedKafka implements TableProvider {
 
     // A kept consumer unused this long is closed (Spark's source: 5 minutes too).
     static final long IDLE_MS = 5 * 60 * 1000L;
+    static final AtomicLong CONSUMERS_MADE = new AtomicLong();
 
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
@@ -151,6 +153,8 @@ public final class GroupedKafka implements TableProvider {
     static KafkaConsumer<byte[], byte[]> newConsumer(Map<String, String> settings) {
         Properties props = new Properties();
         props.putAll(settings);
+        // Named for the broker's logs and quotas and for JMX (a test counts them open).
+        props.putIfAbsent("client.id", "floeline-kafka-reader-" + CONSUMERS_MADE.incrementAndGet());
         return new KafkaConsumer<>(props);
     }
 
