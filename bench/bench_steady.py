@@ -3,11 +3,13 @@ tables, fed at --rate records/s in all for --seconds, with buffer.flush.time=10.
 it keep up (the lag stays under 30 s)?
 
 1. Creates --tables topics x --partitions partitions on the local broker and a warm-up
-   topic; in one Spark session a warm-up connector reads the warm-up topic (JIT, jars).
+   topic; in one Spark session a warm-up job reads the warm-up topic (JIT, jars), then a
+   warm-up connector writes --warm-tables tables over four batches (JIT of the shared
+   write and the commits; 0: none, the measured connector's first batches are cold).
 2. Puts one record in every topic, starts the measured connector (`topics=` lists them
    all, each to its own table) and waits for its first batch, which creates the tables:
    its cost is printed, not counted as steady.
-3. A producer thread then writes --rate records/s spread evenly over the topics (the
+3. A producer process then writes --rate records/s spread evenly over the topics (the
    records of bench_ingest.py) for --seconds while the connector runs.
 4. Per batch: when it ended, its records, tables, duration, the cost per table commit
    (duration / tables written), the lag in seconds (commit time - the oldest record's
@@ -19,13 +21,14 @@ stays under 30 s and the records it wrote equal the records produced.
 Last line: tables=N rate=N seconds=N batches=N steady_lag_max_s=S steady_lag_p50_s=S
 per_commit_s=S produced=N written=N kept_up=yes|no
 
-    .venv/bin/python bench/bench_steady.py [--tables 100] [--rate 5000] [--seconds 600]
+    .venv/bin/python bench/bench_steady.py [--tables 100] [--rate 5000] [--seconds 600] [--warm-tables 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import statistics
@@ -47,33 +50,62 @@ from floeline.spark import get_spark  # noqa: E402
 LAG_GOAL_S = 30
 
 
-class SteadyProducer(threading.Thread):
-    """`rate` records/s over `topics`, round-robin, in ticks of 0.1 s, until stopped."""
+class SteadyProducer:
+    """`rate` records/s over `topics`, round-robin, in ticks of 0.1 s, until stopped; in
+    a process of its own: a producer thread beside the connector's driver shared its
+    Python interpreter lock, and while a batch ran on the driver it sent a fraction of
+    its rate, then caught up in a burst (records late to the broker, a lag that was the
+    benchmark's)."""
 
     def __init__(self, bootstrap: str, topics: list[str], rate: int):
-        super().__init__(daemon=True)
-        from confluent_kafka import Producer
+        context = multiprocessing.get_context("spawn")
+        self._sent = context.Value("q", 0)
+        self.stopping = context.Event()
+        self.process = context.Process(target=produce_steadily,
+                                       args=(bootstrap, topics, rate, self._sent, self.stopping), daemon=True)
 
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-        self.topics, self.rate, self.sent = topics, rate, 0
-        self.stopping = threading.Event()
+    @property
+    def sent(self) -> int:
+        return self._sent.value
 
-    def run(self) -> None:
-        tick, per_tick = time.time(), max(1, self.rate // 10)
-        while not self.stopping.is_set():
-            for _ in range(per_tick):
-                n = self.sent
-                while True:
-                    try:
-                        self.producer.produce(self.topics[n % len(self.topics)], json.dumps(record(n)).encode())
-                        break
-                    except BufferError:  # the client's queue is full (the broker is behind): wait
-                        self.producer.poll(0.1)
-                self.sent += 1
-            self.producer.poll(0)
-            tick += 0.1
-            time.sleep(max(0.0, tick - time.time()))
-        self.producer.flush(30)
+    def start(self) -> None:
+        self.process.start()
+
+    def join(self, timeout: float) -> None:
+        self.process.join(timeout)
+
+
+def produce_steadily(bootstrap: str, topics: list[str], rate: int, sent, stopping) -> None:
+    """The producer process's loop: its count in `sent` once the broker has each record."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    tick, per_tick, n = time.time(), max(1, rate // 10), 0
+    while not stopping.is_set():
+        for _ in range(per_tick):
+            while True:
+                try:
+                    producer.produce(topics[n % len(topics)], json.dumps(record(n)).encode())
+                    break
+                except BufferError:  # the client's queue is full (the broker is behind): wait
+                    producer.poll(0.1)
+            n += 1
+        producer.poll(0)
+        tick += 0.1
+        time.sleep(max(0.0, tick - time.time()))
+    if producer.flush(30):
+        raise SystemExit("the steady producer could not deliver every record in 30 s")
+    sent.value = n
+
+
+def create_tables_record(bootstrap: str, topics: list[str]) -> None:
+    """One record in every topic: the measured connector's first batch creates the tables."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for topic in topics:
+        producer.produce(topic, json.dumps(record(0)).encode())
+    producer.flush(30)
 
 
 def main() -> int:
@@ -83,6 +115,8 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=5000, help="records/s over all topics")
     parser.add_argument("--seconds", type=int, default=600)
     parser.add_argument("--flush-time", type=int, default=10, help="buffer.flush.time")
+    parser.add_argument("--warm-tables", type=int, default=10,
+                        help="tables the warm-up connector writes (0: no warm-up connector)")
     parser.add_argument("--kafka-reader", choices=("spark", "grouped"), default="grouped",
                         help="floeline.kafka.reader of the measured connector (default: floeline's)")
     args = parser.parse_args()
@@ -98,11 +132,18 @@ def main() -> int:
     out_dir = tempfile.mkdtemp(prefix="floeline-steady-")
     spark = get_spark()
     floeline_job(spark, bootstrap, warm, os.path.join(out_dir, "warm"), 50_000)
+    if args.warm_tables:
+        warm_topics = [f"steady_{stamp}_warm_{i}" for i in range(args.warm_tables)]
+        for topic in warm_topics:  # 100 records a partition a batch: four batches
+            devkafka.create_topic(bootstrap, topic, partitions=args.partitions)
+            produce_records(bootstrap, topic, 400 * args.partitions)
+        Connector(config_from_dict({
+            "name": f"steady_warm_{stamp}", "topics": ",".join(warm_topics), "bootstrap.servers": bootstrap,
+            "floeline.warehouse": os.path.join(out_dir, "warm_warehouse"), "buffer.count.records": "100",
+            "floeline.kafka.reader": args.kafka_reader}), spark, out=sys.stderr).run(until_caught_up=True)
 
     producer = SteadyProducer(bootstrap, topics, args.rate)
-    for topic in topics:  # one record each: the first batch creates every table
-        producer.producer.produce(topic, json.dumps(record(0)).encode())
-    producer.producer.flush(30)
+    create_tables_record(bootstrap, topics)
     config = config_from_dict({
         "name": f"steady_{stamp}", "topics": ",".join(topics), "bootstrap.servers": bootstrap,
         "floeline.warehouse": os.path.join(out_dir, "warehouse"),
