@@ -275,6 +275,12 @@ def _cmd_setup(_args) -> int:
         print(f"floeline's Kafka reader: {jvm.kafka_reader_jar(kafka_clients_jar())}")
     except FloelineError as exc:  # optional (floeline.kafka.reader=grouped); Spark's source reads
         print(f"floeline's Kafka reader: not built ({exc}); connectors read Kafka with Spark's source")
+    from floeline.spark import resolved_package_jars
+
+    try:
+        print(f"floeline's table commits: {jvm.table_commits_jar(resolved_package_jars())}")
+    except FloelineError as exc:  # optional: a batch's tables are then written one by one
+        print(f"floeline's table commits: not built ({exc}); a batch's tables are written one by one")
     return 0
 
 

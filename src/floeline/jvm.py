@@ -14,7 +14,10 @@ get_spark) and added to the sessions get_spark builds:
   (`resources/LocalFiles.java`, see spark.local_files_conf);
 - in a jar of its own, floeline's Kafka reader (`resources/GroupedKafka.java`,
   `floeline.kafka.reader=grouped` in sources/kafka.py): a consumer per task instead of
-  one per topic partition.
+  one per topic partition;
+- in a jar of its own, the commits of a batch's tables written together
+  (`resources/TableCommits.java`, warehouse/commits.FilesCommits): one py4j call per
+  table's commit instead of about 40.
 It needs a JDK's `javac` at set-up, which the Makefile asks for. Without it Spark
 still starts (spark.py leaves the jar out, with a warning) and every micro-batch takes
 the general path: slower, same result."""
@@ -40,6 +43,9 @@ PUSH_TIME_FUNCTION = "floeline_push_time_ms"
 # floeline's Kafka reader: a jar of its own, compiled against Spark's Kafka client jar.
 KAFKA_READER_SOURCES = ("GroupedKafka.java",)
 KAFKA_READER_CLASS = "floeline.kafka.GroupedKafka"
+# The commits of tables written together: a jar of its own, compiled against Delta's jars.
+TABLE_COMMITS_SOURCES = ("TableCommits.java",)
+TABLE_COMMITS_CLASS = "floeline.delta.TableCommits"
 
 
 def _pyspark_jars() -> Path:
@@ -94,6 +100,24 @@ def kafka_reader_jar(kafka_clients: str | None, build: bool = True) -> Path:
         if not build:
             raise SetupMissing(f"floeline's Kafka reader is not compiled ({jar} is missing)")
         _compile(sources, jar, [str(_pyspark_jars() / "*"), kafka_clients])
+    return jar
+
+
+def table_commits_jar(resolved: list[str] | None, build: bool = True) -> Path:
+    """floeline's commits of tables written together (`resources/TableCommits.java`),
+    compiled against Delta's jars among `resolved` (Spark's packages, which it runs
+    beside in spark.jars, as the Kafka reader does). Built by set-up once the packages
+    are resolved (None: not yet, a SetupMissing error), or on first use; `build` false:
+    a missing jar is a SetupMissing error."""
+    delta = sorted(j for j in resolved or [] if Path(j).name.startswith(("io.delta_delta-spark", "io.delta_delta-storage")))
+    if len(delta) < 2:
+        raise SetupMissing("floeline's table commits are compiled once Spark's packages are resolved")
+    sources = _sources(TABLE_COMMITS_SOURCES)
+    jar = _jar_file(sources, "floeline-table-commits", "".join(Path(j).name for j in delta).encode())
+    if not jar.exists():
+        if not build:
+            raise SetupMissing(f"floeline's table commits are not compiled ({jar} is missing)")
+        _compile(sources, jar, [str(_pyspark_jars() / "*"), *delta])
     return jar
 
 

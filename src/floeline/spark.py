@@ -135,6 +135,10 @@ def setup_jars() -> list[Path]:
         jars.append(jvm.kafka_reader_jar(kafka_clients_jar(), build=False))
     except SetupMissing:
         pass
+    try:  # optional: without it a batch's tables are written one by one
+        jars.append(jvm.table_commits_jar(resolved_package_jars(), build=False))
+    except SetupMissing:
+        pass
     return jars
 
 
@@ -164,6 +168,18 @@ def _kafka_reader_jar(resolved: list[str] | None) -> list[str]:
         return [str(jvm.kafka_reader_jar(kafka_clients_jar(resolved)))]
     except (SetupError, SetupMissing) as exc:
         log.warning("%s\nConnectors read Kafka with Spark's own source.", exc)
+        return []
+
+
+def _table_commits_jar(resolved: list[str] | None) -> list[str]:
+    """floeline's table commits jar (jvm.table_commits_jar), or nothing before Spark's
+    packages are resolved or without javac: a batch's tables are then written one by one."""
+    if not resolved:
+        return []
+    try:
+        return [str(jvm.table_commits_jar(resolved))]
+    except (SetupError, SetupMissing) as exc:
+        log.warning("%s\nA batch's tables are written one by one (slower).", exc)
         return []
 
 
@@ -242,7 +258,8 @@ def spark_conf(master: str = "local[2]", heap: str = DRIVER_MEMORY) -> dict[str,
         "spark.master": master,
         **packages,
         "spark.jars": ",".join([str(token_provider_jar())] + [str(j) for j in s3a_jars()]
-                               + floeline_jar + _kafka_reader_jar(resolved) + (resolved or [])),
+                               + floeline_jar + _kafka_reader_jar(resolved) + _table_commits_jar(resolved)
+                               + (resolved or [])),
         **session_defaults(),
         "spark.driver.memory": driver_memory(heap),
         "spark.ui.enabled": "false",

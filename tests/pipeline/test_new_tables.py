@@ -73,15 +73,15 @@ def test_the_commit_that_creates_a_table_runs_no_spark_job(spark, warehouse):
     """Delta's list of a table's files in each .crc cost the creating commit a Spark
     job of its own (0.15 s of 0.19 s); floeline's session leaves the list out."""
     from floeline.warehouse.catalog import Warehouse
-    from floeline.warehouse.commits import FilesCommit
+    from floeline.warehouse.commits import FilesCommits
     from floeline.warehouse.tables import Column, NewTable
     from floeline.sources.base import Committed
 
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "CREATED")
-    files_commit = FilesCommit(spark, ref, [("N", '"long"')], NewTable((Column("N", "BIGINT"),)))
-    assert files_commit.usable
+    commits = FilesCommits.start(spark, [ref], [("N", '"long"')], [NewTable((Column("N", "BIGINT"),))], 1)
+    assert commits is not None and commits.usable == [True]
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getJobIdsForGroup(None))
-    files_commit.commit([], "probe", Committed({"t/0": "1"}))
+    commits.commit(0, [], "probe", Committed({"t/0": "1"}))
     assert set(tracker.getJobIdsForGroup(None)) == before
     assert spark.read.format("delta").load(ref.path).columns == ["N"]

@@ -192,3 +192,37 @@ def test_a_record_key_named_like_the_table_column_keeps_tables_apart(memory_log,
     connector = run_memory(make_config(topics="orders,refunds"))
     assert "write together" not in _phases(connector)
     assert [r["_FLOELINE_TABLE"] for r in read_table("REFUNDS").collect()] == ["x"]
+
+
+def test_without_the_table_commits_class_the_tables_are_written_one_by_one(memory_log, make_config, run_memory,
+                                                                           read_table, monkeypatch):
+    """A session without floeline's table commits jar (set-up could not compile it):
+    the batch's tables take the per-table path, with the same rows."""
+    from floeline.warehouse import commits
+
+    monkeypatch.setattr(commits, "TABLE_COMMITS_CLASS", "floeline.delta.NoSuchClass")
+    for topic in ("orders", "refunds"):
+        memory_log.append(f"{topic}/0", topic, [json.dumps({"n": n}).encode() for n in range(3)])
+    connector = run_memory(make_config(topics="orders,refunds"))
+    assert "write together" not in _phases(connector)
+    for table in ("ORDERS", "REFUNDS"):
+        assert sorted(int(r["N"]) for r in read_table(table).collect()) == [0, 1, 2]
+
+
+def test_the_kafka_sample_is_each_partitions_first_records_after_where_the_batch_starts(spark):
+    """KafkaSource.first_records_sql over normalized rows: `count` records of each
+    partition after the batch's start, from offset 0 for a partition the start does not
+    hold (a new one)."""
+    from floeline.sources.base import BatchEnd
+    from floeline.sources.kafka import first_offsets_sql
+
+    first = {"a/0": 5, "a/1": 0, "b/0": 1}  # the batch's rows: after where it starts
+    rows = [(ch, o) for ch, start in first.items() for o in range(start, 10)]
+    frame = spark.createDataFrame(rows, "channel STRING, offset BIGINT").selectExpr(
+        "channel", "named_struct('offset', offset) AS source")
+    sample = frame.where(first_offsets_sql(BatchEnd({"a/0": "4", "b/0": "0"}), 3)).collect()
+    assert sorted((r["channel"], r["source"]["offset"]) for r in sample) == [
+        ("a/0", 5), ("a/0", 6), ("a/0", 7), ("a/1", 0), ("a/1", 1), ("a/1", 2),
+        ("b/0", 1), ("b/0", 2), ("b/0", 3)]
+    # Without a start, every partition counts from 0: a/1's 0 and 1, b/0's 1.
+    assert len(frame.where(first_offsets_sql(BatchEnd({}), 2)).collect()) == 3

@@ -101,3 +101,13 @@ def test_json_stored_variant_columns_parse_as_variant_and_write_json():
     # OBJECT and ARRAY have conversion rules: the general path applies them.
     with_object = TableSchema((Column("P", "string", declared="OBJECT"),), True)
     assert fastpath.typed_plan(with_object, frozenset({"p"})) is None
+
+
+def test_the_more_tables_learn_their_keys_at_once_the_fewer_records_each_samples():
+    from floeline.ingest.onepass_tables import sample_per_channel
+
+    assert sample_per_channel(1, 1) == 1000  # one table: one pass's own sample
+    assert sample_per_channel(1, 4) == 250
+    assert sample_per_channel(100, 4) == 25  # 100 tables x 100 records
+    assert sample_per_channel(1000, 1) == 100  # never fewer than 100 a table
+    assert sample_per_channel(3, 3) == 334  # a third of 1000, rounded up

@@ -1,6 +1,6 @@
 """Which tables one write job may write together (ingest/tables_together.py): the
 default pipe's plans compared, and which Delta tables take files written without
-them (warehouse/commits.FilesCommit). No Spark."""
+them (warehouse/commits.FilesCommits). No Spark."""
 
 from __future__ import annotations
 

@@ -12,9 +12,14 @@ table.
 
 A batch with tables whose keys are not known yet (a connector's first batch, or a
 table's first records beside known tables) first learns each such table's keys, as one
-pass does for one table from a sample: here from every record, in one job
-whose shuffle is a row per table and partition (schema_of_variant_agg). A sample of the
-batch's first records would hold a few of its tables only."""
+pass does for one table from a sample: here from the first records of each channel
+(the source's first_records_sql; a sample of the batch's first records would hold a few
+of its tables only), in one job whose shuffle is a row per table and partition
+(schema_of_variant_agg). The more tables learn at once, the fewer records each
+samples (TABLE_SAMPLE_BUDGET): parsing every record of a batch of 100 new tables to
+learn their keys cost 5.5-6.3 s of a 20 s batch (bench/RESULTS.md). A key the sample
+missed fails the write before anything commits, and the batch takes the general path,
+which learns it."""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from pyspark.sql import functions as F
 
 from floeline.errors import ServiceUnavailable, TableError, first_lines
 from floeline.ingest.identity_order import generates_identity
-from floeline.ingest.onepass import batch_functions, from_json_sql, replayed, typed_plan
+from floeline.ingest.onepass import ONE_PASS_SAMPLE, batch_functions, from_json_sql, replayed, typed_plan
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
 from floeline.ingest.table_sink import TableSink
@@ -40,6 +45,12 @@ from floeline.warehouse import shared_write
 from floeline.warehouse.pipes import pipe_for_table
 
 log = logging.getLogger("floeline")
+
+# Records sampled for their keys in a batch whose tables learn them, in all: each table
+# samples its share of it, but never fewer than TABLE_SAMPLE_MIN nor more than one
+# table's ONE_PASS_SAMPLE.
+TABLE_SAMPLE_BUDGET = 10 * ONE_PASS_SAMPLE
+TABLE_SAMPLE_MIN = 100
 
 
 def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: BatchEnd,
@@ -57,8 +68,12 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
     key_of_route = {route: f"t{i}" for i, (_name, (_s, channels, finished)) in enumerate(tables.items())
                     for route in {pipeline.source.route_of(ch) for ch in set(channels) | finished}}
     learning = {s.ref.full_name: s for s in states if not s.known_keys}
-    if learning and not _learned_from_batch(pipeline, df, states, learning, key_of_route):
-        return None
+    if learning:
+        most_channels = max(len(channels) for name, (_s, channels, _f) in tables.items() if name in learning)
+        sample = pipeline.source.first_records_sql(start, sample_per_channel(len(learning), most_channels))
+        if not _learned_from_batch(pipeline, df if sample is None else df.where(sample), states, learning,
+                                   key_of_route):
+            return None
     learned_s = time.time() - started if learning else 0.0
     schema = pipeline.tables.schema(states[0])
     keys = states[0].known_keys
@@ -104,10 +119,18 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
     return BatchResult(report, positions, [(stats["ts_mid"], report.records_read)], stats["ts_min"])
 
 
+def sample_per_channel(tables: int, channels: int) -> int:
+    """How many first records of each channel a batch whose `tables` learn their keys
+    samples, the most channels of one such table being `channels`."""
+    per_table = min(ONE_PASS_SAMPLE, max(TABLE_SAMPLE_MIN, TABLE_SAMPLE_BUDGET // max(1, tables)))
+    return -(-per_table // max(1, channels))
+
+
 def _learned_from_batch(pipeline, df, states, learning: dict, key_of_route: dict[str, str]) -> bool:
     """Once per table and run, before the first batch of the tables `learning` (full
-    name -> state: those of the batch's `states` without known keys): create or evolve each from its
-    records' keys (see the module doc) and learn them, so the batch can take one pass.
+    name -> state: those of the batch's `states` without known keys): create or evolve each from the
+    keys of its records in `df` (the batch's sample, see the module doc) and learn them, so the
+    batch can take one pass.
     False (the general path) when one of them had its try, or has no record whose keys
     make columns; those that were usable are ready all the same."""
     if not all([s.first_one_pass_sample() for s in learning.values()]):

@@ -7,14 +7,14 @@ pipe computes them the same way from the same keys (topics of one kind of record
 RECORD_METADATA and RECORD_CONTENT without schematization), one projection over the
 batch computes every row with its table's key, one job writes every table's files
 (warehouse/shared_write.py), and each table commits its files with its positions
-(commits.FilesCommit): exactly once as before, since a table's rows and positions are
+(commits.FilesCommits): exactly once as before, since a table's rows and positions are
 still in one commit.
 
 Anything else takes the per-table path, decided before anything is written: bad
 records, tombstones or rows a Filter dropped (their rules are the sinks'), replays,
 user-defined pipes, tables whose columns or keys differ, rows that may fail their
 column's type, a table whose layout a plain file write would not honour
-(FilesCommit.usable), SNOWPIPE and upserts."""
+(FilesCommits.usable), SNOWPIPE and upserts."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from floeline.records.values_to_columns import rules_for
 from floeline.sources.base import Committed
 from floeline.warehouse import shared_write, tables
 from floeline.warehouse.catalog import folder_name
-from floeline.warehouse.commits import FilesCommit, commit_failure, plain_fields_of
+from floeline.warehouse.commits import FilesCommits, plain_fields_of
 from floeline.warehouse.pipes import pipe_for_table
 
 # Tables committed side by side: a commit is driver work (the Delta log's files, the
@@ -108,13 +108,14 @@ def write_and_commit(pipeline, frame, shares: list[TableShare], phase) -> dict[s
     """Write `frame` (the tables' columns and TABLE_COLUMN: `t<i>` for `shares[i]`) in
     one job, then commit each table's files with its positions, COMMIT_THREADS at a
     time; the rows committed per table (full name). None, with nothing written, when a
-    table does not take such files (FilesCommit.usable). Raises the write's failure
-    (nothing committed) or the first commit's."""
+    table does not take such files (FilesCommits.usable) or the session has no table
+    commits jar. Raises the write's failure (nothing committed) or the first commit's."""
     if [c.lower() for c in frame.columns].count(shared_write.TABLE_COLUMN) != 1:
         return None  # a table column of that name: the tables are written one by one
     fields = plain_fields_of(frame.drop(shared_write.TABLE_COLUMN))
-    commits = [FilesCommit(pipeline.spark, s.state.ref, fields, s.state.creation) for s in shares]
-    if not all(c.usable for c in commits):
+    commits = FilesCommits.start(pipeline.spark, [s.state.ref for s in shares], fields,
+                                 [s.state.creation for s in shares], COMMIT_THREADS)
+    if commits is None or not all(commits.usable):
         return None
     phase("prepare commits")
     staging = pipeline.warehouse.path("_staging", folder_name(pipeline.config.name))
@@ -133,8 +134,8 @@ def write_and_commit(pipeline, frame, shares: list[TableShare], phase) -> dict[s
                 for table_files in files]
         _check_counts(shares, rows)
         with ThreadPoolExecutor(COMMIT_THREADS, thread_name_prefix="floeline-commit") as pool:
-            for done in [pool.submit(_commit_table, pipeline, share, files_commit, table_files)
-                         for share, files_commit, table_files in zip(shares, commits, files)]:
+            for done in [pool.submit(_commit_table, pipeline, share, commits, i, table_files)
+                         for i, (share, table_files) in enumerate(zip(shares, files))]:
                 done.result()  # the first failure is the batch's (the others ran on)
         phase("commits")
     finally:
@@ -159,18 +160,14 @@ def _write_failure(exc: BaseException, count: int, staging: str) -> Exception:
         f"{what} failed: {first_lines(str(exc))}; nothing of the batch was committed")
 
 
-def _commit_table(pipeline, share: TableShare, files_commit: FilesCommit, files) -> None:
+def _commit_table(pipeline, share: TableShare, commits: FilesCommits, index: int, files) -> None:
     """Move the table's files in and commit them with its channels' new positions."""
     state = share.state
     existed = tables.folder_exists(state.ref)
     try:
-        try:
-            adds = shared_write.move_into(pipeline.spark, files, state.ref.path)
-        except Exception as exc:
-            raise commit_failure(exc, f"moving files into table {state.ref.full_name}", state.ref) from exc
-        files_commit.commit(adds, pipeline.config.name, share.after, pipeline.before_commit)
+        commits.commit(index, files, pipeline.config.name, share.after, pipeline.before_commit)
     except Exception:
-        if files_commit.create is not None:  # no half-made table left behind
+        if commits.creations[index] is not None:  # no half-made table left behind
             tables.discard_failed_creation(state.ref, existed)
         state.commit_failed()
         pipeline.metrics.table_commit_error(state.ref.full_name)

@@ -194,6 +194,12 @@ class Source(Protocol):
     def describe(self, source_fields: dict) -> str:
         """A record's coordinates for messages: `topic=orders partition=0 offset=5`."""
 
+    def first_records_sql(self, start: BatchEnd, count: int) -> str | None:
+        """SQL over the normalized columns: TRUE for a record among the first `count`
+        of its channel after `start` (a sample of a batch that holds every channel);
+        None when the source cannot tell without reading the records (then every
+        record is the sample)."""
+
     def before_commit(self) -> None:
         """Raise when this connector may no longer commit (a Kinesis lease taken over)."""
 

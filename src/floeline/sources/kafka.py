@@ -20,6 +20,7 @@ from floeline.errors import ServiceError, ServiceUnavailable, SetupMissing
 from floeline.jvm import KAFKA_READER_CLASS
 from floeline.retry import RetryPolicy
 from floeline.naming import table_for_topic
+from floeline.records.content import sql_string
 from floeline.records.metadata import kafka_metadata_sql
 from floeline.sources.base import BatchEnd, Channel, Committed, Head, Lag, MirrorError
 from floeline.sources.kafka_clients import AuthFailures, client_config
@@ -174,6 +175,12 @@ class KafkaSource:
     def describe(self, fields: dict) -> str:
         return f"topic={fields.get('topic')} partition={fields.get('partition')} offset={fields.get('offset')}"
 
+    def first_records_sql(self, start: BatchEnd, count: int) -> str | None:
+        """Offsets count up within a partition, so the first `count` records after
+        `start` are those below its position + 1 + count (a partition `start` does not
+        hold starts at offset 0; fewer records where compaction or transactions left gaps)."""
+        return first_offsets_sql(start, count)
+
     def before_commit(self) -> None:
         pass
 
@@ -234,6 +241,13 @@ def reader_format(reader: str, given: bool, session_jars: str) -> str:
     raise SetupMissing("floeline.kafka.reader=grouped: this Spark session was started without "
                        "floeline's Kafka reader jar; run `floeline setup` (it compiles the jar once "
                        "Spark's packages are resolved), or set floeline.kafka.reader=spark")
+
+
+def first_offsets_sql(start: BatchEnd, count: int) -> str:
+    """KafkaSource.first_records_sql: the record's offset below its partition's bound."""
+    bounds = ", ".join(f"{sql_string(ch)}, {int(p) + 1 + count}L" for ch, p in sorted(start.positions.items()))
+    bound = f"coalesce(element_at(map({bounds}), channel), {count}L)" if bounds else f"{count}L"
+    return f"source.offset < {bound}"
 
 
 def batch_end_from_offsets(offset_json: str) -> BatchEnd | None:

@@ -142,6 +142,10 @@ class MemorySource:
             return "CAST(NULL AS VARIANT)"
         return object_sql([[("'channel', channel, 'position', position", "true")], *extra])
 
+    def first_records_sql(self, start: BatchEnd, count: int) -> str | None:
+        """None: every record is the sample (positions may start anywhere)."""
+        return None
+
     def describe(self, fields: dict) -> str:
         return f"channel={fields.get('channel')} position={fields.get('position')}"
 

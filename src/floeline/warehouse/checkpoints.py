@@ -49,23 +49,41 @@ def checkpoint_due(version: int, checkpoint_version: int, interval: int) -> bool
 def after_commit(spark, path: str) -> None:
     """Queue a checkpoint of the table at `path` when one is due (checkpoint_due), from
     the snapshot its commit left in this JVM (no storage call)."""
-    writer = _writer()
     try:
         delta_log_class = java_class(spark, "org.apache.spark.sql.delta.DeltaLog")
         delta_log = delta_log_class.forTable(spark._jsparkSession, path)
         snapshot = delta_log.unsafeVolatileSnapshot()
         setting = snapshot.metadata().configuration().get(CHECKPOINT_INTERVAL_PROPERTY)
         interval = int(setting.get()) if setting.isDefined() else CHECKPOINT_EVERY
-        # A snapshot made from an earlier one keeps that one's checkpoint: the writer's
-        # own record is the later one then (for this table: a table made again at the
-        # same path has another id).
-        table = (path, snapshot.metadata().id())
-        version, provided = snapshot.version(), snapshot.checkpointProvider().version()
+        table_id, version = snapshot.metadata().id(), snapshot.version()
+        provided = snapshot.checkpointProvider().version()
     except Exception as exc:  # the commit is in; its checkpoint can wait for the next one
         log.debug("no checkpoint check for %s: %s", path, first_lines(str(exc), 1))
         return
-    no_catalog_table = java_class(spark, "scala.Option").empty()
-    writer.enqueue_if_due(table, version, provided, interval, delta_log, no_catalog_table)
+    after_commit_of(spark, path, table_id, version, provided, interval, delta_log)
+
+
+def after_commit_of(spark, path: str, table_id: str, version: int, provided: int,
+                    interval: int | None, delta_log=None) -> None:
+    """after_commit for a commit whose snapshot was read already: the table's id, the
+    committed `version`, the snapshot's checkpoint (`provided`) and the table's interval
+    (None: Delta's default). `delta_log` is looked up only when a checkpoint may be due."""
+    interval = CHECKPOINT_EVERY if interval is None else interval
+    if not checkpoint_due(version, provided, interval):
+        return  # (the writer decides again under its lock when it may be due)
+    writer = _writer()
+    try:
+        if delta_log is None:
+            delta_log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(
+                spark._jsparkSession, path)
+        no_catalog_table = java_class(spark, "scala.Option").empty()
+    except Exception as exc:  # the commit is in; its checkpoint can wait for the next one
+        log.debug("no checkpoint for %s: %s", path, first_lines(str(exc), 1))
+        return
+    # A snapshot made from an earlier one keeps that one's checkpoint: the writer's own
+    # record is the later one then (for this table: a table made again at the same path
+    # has another id).
+    writer.enqueue_if_due((path, table_id), version, provided, interval, delta_log, no_catalog_table)
 
 
 def drain(paths=None, timeout_s: float = 30.0) -> bool:

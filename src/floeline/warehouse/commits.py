@@ -5,7 +5,7 @@ any other failure a TableError. Every path that commits uses it: the one-pass pa
 the table sink, the SNOWPIPE sink, the error table and the load of staged files
 (COPY, pipes), which puts its files' load history beside the positions; `merge` is
 its sibling for insert.mode=upsert (a MERGE by primary key, same positions, same
-failures), and `FilesCommit` for data files one job wrote for several tables
+failures), and `FilesCommits` for data files one job wrote for several tables
 (shared_write.py: same positions, same failures).
 
 Idempotence: the positions are the key. Each table holds, committed atomically with
@@ -19,20 +19,23 @@ ids start again at 0), losing those rows."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import uuid
 from collections.abc import Callable
 
 from floeline.errors import ServiceUnavailable, TableError, first_lines, storage_full
+from floeline.jvm import TABLE_COMMITS_CLASS
 from floeline.records.content import quote_column
 from floeline.spark import java_cause_is, java_class
 from floeline.sources.base import Committed
 from floeline.warehouse import checkpoints, load_history, rewrite_merge, tables
 from floeline.warehouse.catalog import TableRef
-from floeline.warehouse.delta_jvm import register_metrics, scala_seq
 from floeline.warehouse.load_history import FileLoad
 from floeline.warehouse.positions import commit_entry
 from floeline.warehouse.session_settings import USER_METADATA_SETTING, session_settings
+
+log = logging.getLogger("floeline")
 
 # Delta's base class of the conflicts its optimistic commit reports (ConcurrentAppend,
 # MetadataChanged, ProtocolChanged, ...): the commit did not happen and may be tried again.
@@ -111,66 +114,94 @@ def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable
     return True
 
 
-class FilesCommit:
-    """One table's commit of data files another write made (shared_write.py), with the
-    positions in its userMetadata as `commit` puts them. Started before the files are
-    written: `usable` says whether the table takes them as they are (else the caller
-    writes the table's rows with `commit`). Usable: a new table created by this commit
-    (`create`) or an existing one, whose columns include `fields` ((name, type) pairs:
-    the files' columns; a column they lack reads as NULL, as after schema evolution),
-    all nullable, with nothing a plain Parquet file would skip (no column
-    metadata: defaults, identities, generated columns, constraints, comments; no column
-    mapping, partitions or CHECK constraints; no custom statistics columns)."""
+class FilesCommits:
+    """The commits of data files one write made for several tables (shared_write.py),
+    each table's with the positions in its userMetadata as `commit` puts them, one
+    py4j call each (resources/TableCommits.java: in Python a commit took about 40).
+    Started before the files are written, as a Delta write's transaction is, so a
+    commit conflicts with what another writer committed meanwhile. `usable[i]`:
+    whether table i takes the files as they are (else the caller writes the tables'
+    rows with `commit`): a new table created by its commit (`creations[i]`) or an
+    existing one whose columns include `fields` ((name, type) pairs: the files'
+    columns; a column they lack reads as NULL, as after schema evolution), all
+    nullable, with nothing a plain Parquet file would skip (no column metadata:
+    defaults, identities, generated columns, constraints, comments; no column mapping,
+    partitions or CHECK constraints; no custom statistics columns)."""
 
-    def __init__(self, spark, ref: TableRef, fields: list[tuple[str, str]],
-                 create: tables.NewTable | None = None):
-        self.spark, self.ref, self.create = spark, ref, create
-        delta_log = java_class(spark, "org.apache.spark.sql.delta.DeltaLog")
-        self._txn = delta_log.forTable(spark._jsparkSession, ref.path).startTransaction()
-        if self._txn.readVersion() < 0:
-            self._schema_json = create.schema_json(spark) if create is not None else None
-            self.usable = (self._schema_json is not None
-                           and reads_files_of(plain_fields(json.loads(self._schema_json)), fields))
-        else:
-            self.create = None
-            metadata = json.loads(self._txn.metadata().json())["metaData"]
-            configuration = metadata.get("configuration") or {}
-            self.usable = (not metadata.get("partitionColumns")
-                           and not any(k.startswith(_SETTINGS_A_FILE_WRITE_SKIPS) for k in configuration)
-                           and configuration.get("delta.columnMapping.mode", "none") == "none"
-                           and reads_files_of(plain_fields(json.loads(metadata["schemaString"])), fields))
+    def __init__(self, spark, refs: list[TableRef], java_commits, creations: list[tables.NewTable | None],
+                 fields: list[tuple[str, str]]):
+        self.spark, self.refs, self._java = spark, refs, java_commits
+        self.creations, self.usable, self._schemas = [], [], []
+        for table, create in zip(json.loads(java_commits.tables()), creations):
+            if table["readVersion"] < 0:
+                schema_json = create.schema_json(spark) if create is not None else None
+                self.creations.append(create)
+                self._schemas.append(schema_json)
+                self.usable.append(schema_json is not None
+                                   and reads_files_of(plain_fields(json.loads(schema_json)), fields))
+            else:
+                self.creations.append(None)
+                self._schemas.append(None)
+                self.usable.append(_takes_plain_files(table["metaData"], fields))
 
-    def commit(self, adds: list[dict], connector: str, after: Committed,
+    @classmethod
+    def start(cls, spark, refs: list[TableRef], fields: list[tuple[str, str]],
+              creations: list[tables.NewTable | None], threads: int) -> FilesCommits | None:
+        """Start the tables' transactions (`threads` at a time); None when the session
+        has no floeline table commits jar (spark.py: set-up builds it)."""
+        from py4j.protocol import Py4JError, Py4JJavaError
+
+        paths = java_class(spark, "java.lang.String")
+        array = spark.sparkContext._gateway.new_array(paths, len(refs))
+        for i, ref in enumerate(refs):
+            array[i] = ref.path
+        try:
+            java_commits = java_class(spark, TABLE_COMMITS_CLASS).start(spark._jsparkSession, array, threads)
+        except Py4JJavaError as exc:
+            raise TableError(f"starting the commits of {len(refs)} tables failed: {first_lines(str(exc))}; "
+                             f"nothing of the batch was committed") from exc
+        except Py4JError as exc:  # no such class: the jar is not in the session
+            log.info("no floeline table commits in this session (%s): tables are written one by one",
+                     first_lines(str(exc), 1))
+            return None
+        return cls(spark, refs, java_commits, creations, fields)
+
+    def commit(self, index: int, files, connector: str, after: Committed,
                check_owned: Callable[[], None] | None = None) -> None:
-        """Commit the add actions `adds` (files already in the table's folder) with
-        `connector`'s positions `after`: one Delta commit, failures as `commit`'s."""
+        """Move `files` (shared_write.StagedFile: where each is, its add action) into
+        table `index`'s folder and commit them with `connector`'s positions `after`:
+        one Delta commit, failures as `commit`'s."""
         if check_owned is not None:
             check_owned()
-        spark = self.spark
-        action = java_class(spark, "org.apache.spark.sql.delta.actions.Action")
-        option = java_class(spark, "scala.Option")
+        ref, create = self.refs[index], self.creations[index]
+        adds = [f.add for f in files]
+        request = {
+            "folder": ref.path,
+            "files": [{"source": f.source, "add": f.add} for f in files],
+            "metaData": json.loads(create.metadata_json(self._schemas[index])) if create is not None else None,
+            "userMetadata": user_metadata(connector, after),
+            # The commit's operationMetrics as an append's, which DESCRIBE HISTORY shows:
+            # the write that counted them was another transaction's.
+            "metrics": {"numFiles": len(adds), "numOutputBytes": sum(int(a.get("size") or 0) for a in adds),
+                        "numOutputRows": sum(int(json.loads(a.get("stats") or "{}").get("numRecords", 0))
+                                             for a in adds)},
+        }
         try:
-            if self.create is not None:
-                self._txn.updateMetadataForNewTable(
-                    action.fromJson(self.create.metadata_json(self._schema_json)))
-            actions = [action.fromJson(json.dumps({"add": add})) for add in adds]
-            self._register_metrics(adds)
-            none = option.empty()
-            operation = java_class(spark, "org.apache.spark.sql.delta.DeltaOperations$Write")(
-                java_class(spark, "org.apache.spark.sql.SaveMode").Append, none, none,
-                option.apply(user_metadata(connector, after)), none, none, none, none, none)
-            self._txn.commit(scala_seq(spark, actions), operation)
+            done = json.loads(self._java.commit(index, json.dumps(request)))
         except Exception as exc:
-            raise commit_failure(exc, f"writing to table {self.ref.full_name}", self.ref) from exc
-        checkpoints.after_commit(self.spark, self.ref.path)
+            raise commit_failure(exc, f"writing to table {ref.full_name}", ref) from exc
+        checkpoints.after_commit_of(self.spark, ref.path, done["id"], done["version"],
+                                    done["checkpointVersion"], done["interval"])
 
 
-    def _register_metrics(self, adds: list[dict]) -> None:
-        """The commit's operationMetrics as an append's (files, rows, bytes), which
-        DESCRIBE HISTORY shows: the write that counted them was another transaction's."""
-        register_metrics(self.spark, self._txn, {
-            "numFiles": len(adds), "numOutputBytes": sum(int(a.get("size") or 0) for a in adds),
-            "numOutputRows": sum(int(json.loads(a.get("stats") or "{}").get("numRecords", 0)) for a in adds)})
+def _takes_plain_files(metadata: dict, fields: list[tuple[str, str]]) -> bool:
+    """Whether an existing table (its metaData action) reads files of `fields` written
+    without its settings (see FilesCommits)."""
+    configuration = metadata.get("configuration") or {}
+    return (not metadata.get("partitionColumns")
+            and not any(k.startswith(_SETTINGS_A_FILE_WRITE_SKIPS) for k in configuration)
+            and configuration.get("delta.columnMapping.mode", "none") == "none"
+            and reads_files_of(plain_fields(json.loads(metadata["schemaString"])), fields))
 
 
 # Table settings whose tables a file written without them would break.
@@ -192,7 +223,7 @@ def reads_files_of(table_fields: list[tuple[str, str]] | None, fields: list[tupl
 
 
 def plain_fields_of(frame) -> list[tuple[str, str]]:
-    """The (name, type) pairs of a DataFrame's columns, as FilesCommit compares them."""
+    """The (name, type) pairs of a DataFrame's columns, as FilesCommits compares them."""
     return [(f["name"], json.dumps(f["type"])) for f in json.loads(frame.schema.json())["fields"]]
 
 

@@ -1,6 +1,6 @@
 """Small pieces for talking to Delta's Java API through py4j: Scala collections in and
 out, and a transaction's operation metrics (what DESCRIBE HISTORY shows for a commit
-whose rows another write counted). Used by commits.FilesCommit and rewrite_merge.py."""
+whose rows another write counted). Used by rewrite_merge.py."""
 
 from __future__ import annotations
 

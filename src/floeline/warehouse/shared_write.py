@@ -1,5 +1,5 @@
 """One Spark job writes the data files of several tables; each table then commits its
-own files (commits.FilesCommit).
+own files (commits.FilesCommits).
 
 Why: a batch of a connector writing 100 tables ran 100 write jobs one after another,
 each scanning the batch for its table's rows, at ~0.5-1 s a table (bench/RESULTS.md,
@@ -23,7 +23,6 @@ import uuid
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from floeline.spark import java_class
 
 # The column naming each row's table in the staged write (a short key: the folder of
 # the table's files inside the staging location).
@@ -62,23 +61,6 @@ def write_files_by_table(frame, staging: str, tasks: int) -> dict[str, list[Stag
         source = f"{staging.rstrip('/')}/{unquote(add['path'])}"
         by_table.setdefault(table, []).append(StagedFile(add, source))
     return by_table
-
-
-def move_into(spark, files: list[StagedFile], table_path: str) -> list[dict]:
-    """Move staged files into the table's folder (a rename; a copy on S3); their add
-    actions with the paths they have there."""
-    hadoop_path = java_class(spark, "org.apache.hadoop.fs.Path")
-    folder = hadoop_path(table_path)
-    fs = folder.getFileSystem(spark._jsc.hadoopConfiguration())
-    fs.mkdirs(folder)
-    adds = []
-    for staged in files:
-        name = staged.source.rsplit("/", 1)[-1]
-        moved = fs.rename(hadoop_path(staged.source), hadoop_path(folder, name))
-        if not moved:
-            raise OSError(f"could not move {staged.source} into {table_path}")
-        adds.append({**staged.add, "path": name, "partitionValues": {}})
-    return adds
 
 
 def empty(spark, staging: str) -> None:

@@ -41,6 +41,7 @@ from floeline.config import locations
 from floeline.errors import TableError
 from floeline.records.columns import Column, TableSchema
 from floeline.records.content import quote_column, sql_string
+from floeline.spark import java_class
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.checkpoints import CHECKPOINT_INTERVAL_PROPERTY, TABLE_CHECKPOINT_INTERVAL
 
@@ -193,7 +194,14 @@ class NewTable:
         """The table's Spark schema as Delta's metadata holds it (JSON), from the same
         DDL CREATE TABLE would run."""
         ddl = ", ".join(_column_ddl(c) for c in self.columns)
-        return spark._jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl).json()
+        client = spark.sparkContext._gateway._gateway_client
+        known = _SCHEMA_JSON.get(ddl)
+        if known is None or known[0] is not client:  # (the tables of a batch share their DDL)
+            struct_type = java_class(spark, "org.apache.spark.sql.types.StructType")
+            if len(_SCHEMA_JSON) >= _SCHEMA_JSON_KEPT:
+                _SCHEMA_JSON.clear()
+            known = _SCHEMA_JSON[ddl] = (client, struct_type.fromDDL(ddl).json())
+        return known[1]
 
     def metadata_json(self, schema_json: str) -> str:
         """Delta's metaData action for the new table (its schema_json): what CREATE
@@ -207,6 +215,11 @@ class NewTable:
             "id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
             "schemaString": schema_json, "partitionColumns": [],
             "configuration": configuration, "createdTime": int(time.time() * 1000)}})
+
+
+# DDL -> (the gateway that parsed it, the schema's JSON): NewTable.schema_json.
+_SCHEMA_JSON: dict[str, tuple[object, str]] = {}
+_SCHEMA_JSON_KEPT = 1000
 
 
 def discard_failed_creation(ref: TableRef, existed: bool) -> None:

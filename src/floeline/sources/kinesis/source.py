@@ -204,6 +204,10 @@ class KinesisSource:
         # the partition key is text and Kinesis records have no headers
         return kinesis_metadata_sql(flags, push_time_sql, extra)
 
+    def first_records_sql(self, start: BatchEnd, count: int) -> str | None:
+        """None: every record is the sample (sequence numbers are not counts)."""
+        return None
+
     def describe(self, fields: dict) -> str:
         text = (f"stream={fields.get('stream')} shardId={fields.get('shardId')} "
                 f"sequenceNumber={fields.get('sequenceNumber')}")
