@@ -151,9 +151,11 @@ def _learned_from_batch(pipeline, df, states, learning: dict, key_of_route: dict
         if not fields or "" in fields:
             usable = False
             continue
-        # The table's records are read again only to drop a NOT NULL no record fills.
-        pipeline.preparer.prepare(state, values.where(f"{shared_write.TABLE_COLUMN} = 't{i}'"), fields,
-                                  first_commit_creates=True)
+        # An existing table's records are read again only to drop a NOT NULL no record
+        # fills; a new table has none (and making a DataFrame per table cost ~10 ms).
+        rows = (values.where(f"{shared_write.TABLE_COLUMN} = 't{i}'")
+                if pipeline.tables.schema(state) is not None else None)
+        pipeline.preparer.prepare(state, rows, fields, first_commit_creates=True)
         state.learn_keys(k for keys, _t in fields.values() for k in keys)
     return usable
 

@@ -68,15 +68,16 @@ def in_storage(column: Column, storage: str) -> Column:
 
 
 def table_exists(spark, ref: TableRef) -> bool:
-    from delta.tables import DeltaTable
+    """Delta's isDeltaTable in one py4j call (delta.tables.DeltaTable's makes several:
+    ~10 ms a table in a batch of 1,000 new tables)."""
+    return bool(java_class(spark, "io.delta.tables.DeltaTable").isDeltaTable(spark._jsparkSession, ref.path))
 
-    return DeltaTable.isDeltaTable(spark, ref.path)
 
-
-def _snapshot(spark, ref: TableRef):
+def _snapshot(spark, ref: TableRef, exists: bool = False):
     """The table's latest snapshot from Delta's log on the driver (milliseconds, no
-    Spark job); None when there is no table (or Delta's internal API refuses)."""
-    if not table_exists(spark, ref):
+    Spark job); None when there is no table (or Delta's internal API refuses).
+    `exists`: the caller knows the table exists."""
+    if not exists and not table_exists(spark, ref):
         return None
     jvm = spark._jvm
     try:
@@ -99,7 +100,9 @@ def read_schema(spark, ref: TableRef) -> TableSchema | None:
     with the three it took to ask Spark)."""
     from pyspark.sql.types import StructType
 
-    snapshot = _snapshot(spark, ref)
+    if not table_exists(spark, ref):
+        return None
+    snapshot = _snapshot(spark, ref, exists=True)
     if snapshot is None:
         return _read_schema_with_spark(spark, ref)
     metadata = json.loads(snapshot.metadata().json())["metaData"]
@@ -108,9 +111,7 @@ def read_schema(spark, ref: TableRef) -> TableSchema | None:
 
 
 def _read_schema_with_spark(spark, ref: TableRef) -> TableSchema | None:
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, ref.path):
+    if not table_exists(spark, ref):
         return None
     return _table_schema(spark.read.format("delta").load(ref.path).schema, table_properties(spark, ref))
 
