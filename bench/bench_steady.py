@@ -81,16 +81,31 @@ def produce_steadily(bootstrap: str, topics: list[str], rate: int, sent, stoppin
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     tick, per_tick, n = time.time(), max(1, rate // 10), 0
+    started, window = tick, {"end": tick + 10, "max": 0.0, "acked": 0}
+
+    def delivered(err, msg) -> None:
+        """The delivery time (broker ack - the record's CreateTime) of each record, the
+        worst per 10 s printed: records late to the broker are the machine's lag, not
+        the connector's."""
+        if err is None:
+            window["max"] = max(window["max"], time.time() - msg.timestamp()[1] / 1000)
+            window["acked"] += 1
+
     while not stopping.is_set():
         for _ in range(per_tick):
             while True:
                 try:
-                    producer.produce(topics[n % len(topics)], json.dumps(record(n)).encode())
+                    producer.produce(topics[n % len(topics)], json.dumps(record(n)).encode(),
+                                     on_delivery=delivered)
                     break
                 except BufferError:  # the client's queue is full (the broker is behind): wait
                     producer.poll(0.1)
             n += 1
         producer.poll(0)
+        if time.time() >= window["end"]:
+            print(f"producer t={time.time() - started:6.1f}s: {window['acked']} acked in 10 s, "
+                  f"slowest delivery {window['max']:.1f}s", flush=True)
+            window.update(end=window["end"] + 10, max=0.0, acked=0)
         tick += 0.1
         time.sleep(max(0.0, tick - time.time()))
     if producer.flush(30):
