@@ -46,9 +46,15 @@ public final class TableCommits {
         this.transactions = transactions;
     }
 
-    /** Start a transaction on each table at `paths` (a table that does not exist yet
-     *  reads version -1), `threads` at a time: each lists its table's log. */
-    public static TableCommits start(SparkSession spark, String[] paths, int threads) throws Exception {
+    /** Start a transaction on each table of `tables` (a JSON array of their paths; a
+     *  table that does not exist yet reads version -1), `threads` at a time: each lists
+     *  its table's log. */
+    public static TableCommits start(SparkSession spark, String tables, int threads) throws Exception {
+        JsonNode named = JSON.readTree(tables);
+        String[] paths = new String[named.size()];
+        for (int i = 0; i < paths.length; i++) {
+            paths[i] = named.get(i).asText();
+        }
         OptimisticTransaction[] started = new OptimisticTransaction[paths.length];
         ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, Math.min(threads, paths.length)));
         try {

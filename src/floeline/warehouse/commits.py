@@ -151,12 +151,9 @@ class FilesCommits:
         has no floeline table commits jar (spark.py: set-up builds it)."""
         from py4j.protocol import Py4JError, Py4JJavaError
 
-        paths = java_class(spark, "java.lang.String")
-        array = spark.sparkContext._gateway.new_array(paths, len(refs))
-        for i, ref in enumerate(refs):
-            array[i] = ref.path
+        paths = json.dumps([ref.path for ref in refs])  # (one string: a Java array is a call per element)
         try:
-            java_commits = java_class(spark, TABLE_COMMITS_CLASS).start(spark._jsparkSession, array, threads)
+            java_commits = java_class(spark, TABLE_COMMITS_CLASS).start(spark._jsparkSession, paths, threads)
         except Py4JJavaError as exc:
             raise TableError(f"starting the commits of {len(refs)} tables failed: {first_lines(str(exc))}; "
                              f"nothing of the batch was committed") from exc
