@@ -223,6 +223,16 @@ public final class GroupedKafka implements TableProvider {
         }
     }
 
+    /**
+     * How long a listing of the topics' partitions serves latestOffset, which runs before
+     * every micro-batch (every 100 ms while idle at buffer.flush.time=0): a listing asks
+     * the broker for every topic's metadata, 20-50 ms of the driver's time on a broker
+     * with 2,800 topics. A partition or topic created meanwhile is found this much later
+     * and read from its start, as Kafka Connect's consumers find them after
+     * metadata.max.age.ms (5 minutes by default).
+     */
+    static final long TOPICS_MAX_AGE_MS = 10_000;
+
     static final class Stream implements MicroBatchStream, SupportsAdmissionControl, SupportsTriggerAvailableNow {
         private final Map<String, String> settings;
         private final List<String> topics;
@@ -234,6 +244,8 @@ public final class GroupedKafka implements TableProvider {
         private final String pool = UUID.randomUUID().toString();
         private final KafkaConsumer<byte[], byte[]> driver;
         private Map<TopicPartition, Long> availableNowEnd;
+        private Set<TopicPartition> listed;  // topicPartitions(), as listed at listedAtMs
+        private long listedAtMs;
 
         Stream(Map<String, String> options) {
             CaseInsensitiveStringMap o = new CaseInsensitiveStringMap(options);
@@ -252,7 +264,27 @@ public final class GroupedKafka implements TableProvider {
             driver = newConsumer(settings);
         }
 
+        /** The partitions of the topics read, listed again once TOPICS_MAX_AGE_MS passed. */
         private Set<TopicPartition> topicPartitions() {
+            long now = System.currentTimeMillis();
+            if (listed == null || now - listedAtMs >= TOPICS_MAX_AGE_MS) {
+                listed = listTopicPartitions();
+                listedAtMs = now;
+            }
+            return listed;
+        }
+
+        /** Where the partitions end now; a failure lists the topics again next time (a topic deleted meanwhile). */
+        private Map<TopicPartition, Long> endOffsets() {
+            try {
+                return driver.endOffsets(topicPartitions(), Duration.ofMillis(pollTimeoutMs));
+            } catch (RuntimeException e) {
+                listed = null;
+                throw e;
+            }
+        }
+
+        private Set<TopicPartition> listTopicPartitions() {
             Set<TopicPartition> tps = new HashSet<>();
             for (Map.Entry<String, List<PartitionInfo>> t : driver.listTopics(Duration.ofMillis(pollTimeoutMs)).entrySet()) {
                 boolean wanted = pattern == null ? topics.contains(t.getKey())
@@ -272,6 +304,7 @@ public final class GroupedKafka implements TableProvider {
 
         @Override
         public Offset initialOffset() {
+            listed = null;  // listed now
             Set<TopicPartition> tps = topicPartitions();
             Map<TopicPartition, Long> start = new HashMap<>(earliest(tps));
             if (!startingOffsets.equalsIgnoreCase("earliest")) {
@@ -301,14 +334,14 @@ public final class GroupedKafka implements TableProvider {
 
         @Override
         public void prepareForTriggerAvailableNow() {
-            availableNowEnd = driver.endOffsets(topicPartitions(), Duration.ofMillis(pollTimeoutMs));
+            listed = null;  // what is there now
+            availableNowEnd = endOffsets();
         }
 
         @Override
         public Offset latestOffset(Offset startOffset, ReadLimit limit) {
             Map<TopicPartition, Long> start = new HashMap<>(((Positions) startOffset).offsets);
-            Map<TopicPartition, Long> end = availableNowEnd != null ? availableNowEnd
-                : driver.endOffsets(topicPartitions(), Duration.ofMillis(pollTimeoutMs));
+            Map<TopicPartition, Long> end = availableNowEnd != null ? availableNowEnd : endOffsets();
             Set<TopicPartition> added = new HashSet<>(end.keySet());
             added.removeAll(start.keySet());
             start.putAll(earliest(added));  // a new partition is read from its start
