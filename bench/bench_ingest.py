@@ -15,7 +15,8 @@
    - floeline: the connector end to end (default pipe, full RECORD_METADATA, exactly-once
                offsets), --until-caught-up.
 3. Latency: a producer at a steady rate (default 5,000 records/s) while the connector
-   runs with buffer.flush.time=1; end-to-end latency = commit time - CreateTime.
+   runs with buffer.flush.time=1, then =0 (back-to-back micro-batches, issue 26 goal 3);
+   end-to-end latency = commit time - CreateTime. --latency-only skips 1 and 2.
 
 Last line: floeline_rows_per_s=N bare_rows_per_s=N raw_read_rows_per_s=N ratio_vs_bare=R
 ratio_vs_same_table=R
@@ -96,6 +97,18 @@ SAME_TABLE_SCHEMA = ("order_id DECIMAL(38,0), customer_id DECIMAL(38,0), custome
                      "items DECIMAL(38,0), country STRING, created_at STRING")
 
 
+def same_table_frame(batch, batch_id):
+    """A Kafka batch as the rows of floeline's table for these records."""
+    pushed = int(time.time() * 1000)
+    columns = [f"j.{name} AS {name.upper()}" for name in
+               (field.split()[0] for field in SAME_TABLE_SCHEMA.split(", "))]
+    return batch.selectExpr(
+        f"from_json(CAST(value AS STRING), '{SAME_TABLE_SCHEMA}') AS j",
+        "to_variant_object(named_struct('topic', topic, 'partition', partition, 'offset', offset, "
+        f"'CreateTime', unix_millis(timestamp), 'SnowflakeConnectorPushTime', {pushed}L, "
+        "'key', CAST(key AS STRING))) AS RECORD_METADATA").selectExpr("RECORD_METADATA", *columns)
+
+
 def same_table_job(spark, bootstrap, topic, out_dir, max_per_trigger) -> None:
     """The hand-written job of issue 26 goal 4: floeline's Kafka source options, and the
     same table floeline writes (its columns and types, RECORD_METADATA as a VARIANT with
@@ -103,18 +116,9 @@ def same_table_job(spark, bootstrap, topic, out_dir, max_per_trigger) -> None:
     the way Delta offers a hand-written stream: foreachBatch with Delta's idempotent
     writes (txnAppId, txnVersion = the batch id) in the commit."""
     app_id = f"same_table_{topic}"
-    columns = [f"j.{name} AS {name.upper()}" for name in
-               (field.split()[0] for field in SAME_TABLE_SCHEMA.split(", "))]
 
     def write(batch, batch_id):
-        pushed = int(time.time() * 1000)
-        (batch.selectExpr(
-            f"from_json(CAST(value AS STRING), '{SAME_TABLE_SCHEMA}') AS j",
-            "to_variant_object(named_struct('topic', topic, 'partition', partition, 'offset', offset, "
-            f"'CreateTime', unix_millis(timestamp), 'SnowflakeConnectorPushTime', {pushed}L, "
-            "'key', CAST(key AS STRING))) AS RECORD_METADATA")
-         .selectExpr("RECORD_METADATA", *columns)
-         .write.format("delta").mode("append")
+        (same_table_frame(batch, batch_id).write.format("delta").mode("append")
          .option("txnAppId", app_id).option("txnVersion", batch_id)
          .save(os.path.join(out_dir, "same_table")))
 
@@ -138,19 +142,8 @@ def floeline_job(spark, bootstrap, topic, out_dir, count_records, flush_s=1) -> 
     return connector
 
 
-def latency_run(spark, bootstrap, out_dir, rate: int, seconds: int) -> tuple[list[int], list[int]]:
-    topic = f"bench_latency_{int(time.time())}"
-    devkafka.create_topic(bootstrap, topic, partitions=PARTITIONS)
-    config = config_from_dict({
-        "name": f"bench_{topic}", "topics": topic, "bootstrap.servers": bootstrap,
-        "floeline.warehouse": os.path.join(out_dir, "warehouse"), "buffer.flush.time": "1"})
-    connector = Connector(config, spark, out=sys.stderr)
-    runner = threading.Thread(target=connector.run, daemon=True)
-    # Warm the table up (created on first record) before the steady phase.
-    produce(bootstrap, topic, [json.dumps(record(0))])
-    runner.start()
-    while not connector.reports:
-        time.sleep(0.2)
+def produce_steadily(bootstrap: str, topic: str, rate: int, seconds: int) -> None:
+    """`rate` records/s in tenths of a second, for `seconds`."""
     stop = time.time() + seconds
     sent, tick = 0, time.time()
     while time.time() < stop:
@@ -159,6 +152,24 @@ def latency_run(spark, bootstrap, out_dir, rate: int, seconds: int) -> tuple[lis
         sent += len(batch)
         tick += 0.1
         time.sleep(max(0.0, tick - time.time()))
+
+
+def latency_run(spark, bootstrap, out_dir, rate: int, seconds: int,
+                flush_s: int) -> tuple[list[int], list[int]]:
+    """floeline's per-batch latency p50s and maxima (ms) at `rate` records/s."""
+    topic = f"bench_latency_{flush_s}_{int(time.time())}"
+    devkafka.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    config = config_from_dict({
+        "name": f"bench_{topic}", "topics": topic, "bootstrap.servers": bootstrap,
+        "floeline.warehouse": os.path.join(out_dir, "warehouse"), "buffer.flush.time": str(flush_s)})
+    connector = Connector(config, spark, out=sys.stderr)
+    runner = threading.Thread(target=connector.run, daemon=True)
+    # Warm the table up (created on first record) before the steady phase.
+    produce(bootstrap, topic, [json.dumps(record(0))])
+    runner.start()
+    while not connector.reports:
+        time.sleep(0.2)
+    produce_steadily(bootstrap, topic, rate, seconds)
     time.sleep(4)
     connector.stop()
     runner.join(60)
@@ -166,34 +177,64 @@ def latency_run(spark, bootstrap, out_dir, rate: int, seconds: int) -> tuple[lis
     return [r.latency_p50_ms for r in steady], [r.latency_max_ms for r in steady]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--count-records", type=int, default=100_000,
-                        help="floeline buffer.count.records (per partition); bare uses the same batch size")
-    parser.add_argument("--rate", type=int, default=5000)
-    parser.add_argument("--latency-seconds", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=50_000, help="records in the warm-up topic")
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+def same_table_latency_run(spark, bootstrap, out_dir, rate: int, seconds: int,
+                           flush_s: int) -> tuple[list[int], list[int]]:
+    """The same-run baseline of latency_run: the hand-written job of same_table_job as a
+    stream with the same trigger; its latency measured as floeline measures its own
+    (commit time - CreateTime, per batch)."""
+    from pyspark.sql import functions as F
 
-    bootstrap = devkafka.start()
-    topic = f"bench_{int(time.time())}_{random.randint(0, 999)}"
+    topic = f"bench_latency_same_{flush_s}_{int(time.time())}"
     devkafka.create_topic(bootstrap, topic, partitions=PARTITIONS)
-    produced_s = produce_records(bootstrap, topic, args.records)
-    print(f"produced {args.records} records to {topic} ({PARTITIONS} partitions) in {produced_s:.1f}s")
-    out_dir = tempfile.mkdtemp(prefix="floeline-bench-")
-    spark = get_spark()
+    produce(bootstrap, topic, [json.dumps(record(0))])
+    table, p50s, maxes = os.path.join(out_dir, f"same_latency_{flush_s}"), [], []
 
-    # Warm-up: every pipeline first runs on a small topic, so JIT compilation is not
-    # charged to whichever pipeline happens to run first.
-    warm = f"{topic}_warmup"
+    def write(batch, batch_id):
+        from pyspark.sql import Observation
+
+        observed = Observation(f"same-latency-{flush_s}-{batch_id}")
+        same_table_frame(batch.observe(
+            observed, F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("mid"),
+            F.min(F.unix_millis("timestamp")).alias("first")), batch_id).write.format("delta") \
+            .mode("append").option("txnAppId", topic).option("txnVersion", batch_id).save(table)
+        now = int(time.time() * 1000)
+        if batch_id > 0 and observed.get["mid"] is not None:
+            p50s.append(now - observed.get["mid"])
+            maxes.append(now - observed.get["first"])
+
+    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .options(**SPARK_SOURCE_OPTIONS).load())
+    query = (stream.writeStream.foreachBatch(write)
+             .option("checkpointLocation", table + "_ckpt")
+             .trigger(processingTime=f"{flush_s} seconds").start())
+    while not p50s and query.lastProgress is None:
+        time.sleep(0.2)
+    produce_steadily(bootstrap, topic, rate, seconds)
+    time.sleep(4)
+    query.stop()
+    return p50s, maxes
+
+
+def warm_up(spark, bootstrap: str, out_dir: str, args, warm: str) -> None:
+    """Every pipeline first runs on a small topic, so JIT compilation is not charged to
+    whichever pipeline happens to run first."""
     devkafka.create_topic(bootstrap, warm, partitions=PARTITIONS)
     produce_records(bootstrap, warm, args.warmup)
     raw_read(spark, bootstrap, warm)
     bare_job(spark, bootstrap, warm, os.path.join(out_dir, "warm"), args.count_records * PARTITIONS)
     same_table_job(spark, bootstrap, warm, os.path.join(out_dir, "warm"), args.count_records * PARTITIONS)
     floeline_job(spark, bootstrap, warm, os.path.join(out_dir, "warm"), args.count_records)
+
+
+def throughput_rounds(spark, bootstrap: str, out_dir: str, args) -> str:
+    """Goal 4's rounds: raw, bare, bare tuned, same table and floeline; returns the summary line."""
+    topic = f"bench_{int(time.time())}_{random.randint(0, 999)}"
+    devkafka.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    produced_s = produce_records(bootstrap, topic, args.records)
+    print(f"produced {args.records} records to {topic} ({PARTITIONS} partitions) in {produced_s:.1f}s")
+
+    warm_up(spark, bootstrap, out_dir, args, f"{topic}_warmup")
 
     # Measured: rounds alternate bare and floeline; the best time of each counts
     # (this machine is shared and noisy).
@@ -241,14 +282,42 @@ def main() -> int:
     print(f"hand-written job writing floeline's table (RECORD_METADATA, Delta's idempotent "
           f"writes): best {min(same_times):.1f}s  {same_rate:,.0f} rows/s; floeline / that = "
           f"{floe_rate / same_rate:.2f}")
+    return (f"floeline_rows_per_s={floe_rate:.0f} bare_rows_per_s={bare_rate:.0f} "
+            f"raw_read_rows_per_s={raw_rate:.0f} ratio_vs_bare={floe_rate / bare_rate:.2f} "
+            f"ratio_vs_same_table={floe_rate / same_rate:.2f}")
 
-    p50s, maxes = latency_run(spark, bootstrap, out_dir, args.rate, args.latency_seconds)
-    if p50s:
-        print(f"latency at {args.rate} records/s, buffer.flush.time=1, {len(p50s)} batches: "
-              f"p50={statistics.median(p50s) / 1000:.2f}s max={max(maxes) / 1000:.2f}s")
-    print(f"floeline_rows_per_s={floe_rate:.0f} bare_rows_per_s={bare_rate:.0f} "
-          f"raw_read_rows_per_s={raw_rate:.0f} ratio_vs_bare={floe_rate / bare_rate:.2f} "
-          f"ratio_vs_same_table={floe_rate / same_rate:.2f}")
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--count-records", type=int, default=100_000,
+                        help="floeline buffer.count.records (per partition); bare uses the same batch size")
+    parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--latency-seconds", type=int, default=30)
+    parser.add_argument("--flush-times", default="1,0",
+                        help="buffer.flush.time values of the latency runs (0: back-to-back micro-batches)")
+    parser.add_argument("--latency-only", action="store_true", help="skip the throughput rounds")
+    parser.add_argument("--warmup", type=int, default=50_000, help="records in the warm-up topic")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+
+    bootstrap = devkafka.start()
+    spark = get_spark()
+    out_dir = tempfile.mkdtemp(prefix="floeline-bench-")
+    if args.latency_only:
+        summary = None
+        warm_up(spark, bootstrap, out_dir, args, f"bench_warmup_{int(time.time())}")
+    else:
+        summary = throughput_rounds(spark, bootstrap, out_dir, args)
+    for flush_s in (int(value) for value in args.flush_times.split(",")):
+        for name, run in (("same table", same_table_latency_run), ("floeline", latency_run)):
+            p50s, maxes = run(spark, bootstrap, out_dir, args.rate, args.latency_seconds, flush_s)
+            if p50s:
+                print(f"latency at {args.rate} records/s, buffer.flush.time={flush_s}, {name}, "
+                      f"{len(p50s)} batches: p50={statistics.median(p50s) / 1000:.2f}s "
+                      f"max={max(maxes) / 1000:.2f}s")
+    if summary:
+        print(summary)
     return 0
 
 

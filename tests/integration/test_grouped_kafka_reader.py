@@ -2,13 +2,15 @@
 a consumer per Spark task, each assigned several topic partitions. What a user sees must
 not change: every record once across restarts, a deleted checkpoint and a switch of
 reader on the same checkpoint; buffer.count.records bounds a batch; topics.regex finds
-new topics; records deleted by retention before they were read stop the connector with
-an error that says so."""
+new topics, also while back-to-back batches run (buffer.flush.time=0); records deleted
+by retention before they were read stop the connector with an error that says so."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import threading
+import time
 
 import pytest
 
@@ -128,6 +130,52 @@ def test_topics_regex_reads_every_matching_topic(kafka, topic_name, make_config,
     run_connector(make_config(topics__regex=f"cat_{suffix}_.*", floeline__kafka__reader="grouped",
                               snowflake__topic2table__map=f"cat_{suffix}_.*:CATS_{suffix.upper()}"))
     assert read_table(f"CATS_{suffix.upper()}").count() == 8
+
+
+def test_back_to_back_batches_read_while_records_arrive_and_find_a_new_topic(
+        kafka, topic_name, spark, make_config, read_table):
+    """buffer.flush.time=0: a batch starts as soon as the one before ends. The reader
+    lists the topics at most every TOPICS_MAX_AGE_MS (10 s), so a topic created while it
+    runs is found within that and read from its start."""
+    from floeline.ingest import Connector
+
+    suffix = topic_name("b2b")
+    first, second, table = f"bird_{suffix}_1", f"bird_{suffix}_2", f"BIRDS_{suffix.upper()}"
+    devkafka.create_topic(kafka, first, partitions=2)
+    connector = Connector(make_config(topics__regex=f"bird_{suffix}_.*", buffer__flush__time="0",
+                                      snowflake__topic2table__map=f"bird_{suffix}_.*:{table}"), spark)
+    assert connector.config.flush_time_s == 0
+    runner = threading.Thread(target=connector.run, daemon=True)
+    runner.start()
+    try:
+        for start in range(0, 30, 10):  # records arriving while batches run
+            produce(kafka, first, [{"value": {"n": start + i}, "partition": i % 2} for i in range(10)])
+            wait_for_rows(read_table, table, start + 10, connector, timeout_s=60)
+        devkafka.create_topic(kafka, second, partitions=1)
+        produce(kafka, second, [{"n": 100 + i} for i in range(5)])
+        wait_for_rows(read_table, table, 35, connector, timeout_s=60)
+    finally:
+        connector.stop()
+        runner.join(timeout=120)
+    assert not runner.is_alive() and connector.failure is None
+    assert len([r for r in connector.reports if r.records_read]) >= 4
+    rows = read_table(table).selectExpr("RECORD_METADATA:topic::string AS t", "N").collect()
+    assert sorted(int(r["N"]) for r in rows) == list(range(30)) + list(range(100, 105))
+    assert {r["t"] for r in rows} == {first, second}
+
+
+def wait_for_rows(read_table, table: str, count: int, connector, timeout_s: float):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if connector.failure is not None:
+            raise connector.failure
+        try:
+            if read_table(table).count() >= count:
+                return
+        except Exception:  # noqa: BLE001 - the table is created by the first batch
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{table} did not reach {count} rows in {timeout_s} s")
 
 
 def test_records_deleted_before_they_were_read_stop_the_connector_and_say_so(

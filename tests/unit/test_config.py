@@ -230,6 +230,13 @@ def test_values_are_parsed_and_normalized():
     assert c.raw["value.converter.schemas.enable"] == "false"
 
 
+def test_buffer_flush_time_zero_is_back_to_back_batches():
+    from floeline.ingest.connector import BACK_TO_BACK_TRIGGER, trigger_interval
+
+    assert config_from_dict({**BASE, "buffer.flush.time": "0"}).flush_time_s == 0
+    assert (trigger_interval(0), trigger_interval(5)) == (BACK_TO_BACK_TRIGGER, "5 seconds")
+
+
 def test_topics_regex():
     c = config_from_dict({"name": "n", "topics.regex": "orders-.*"})
     assert c.topics == () and c.topics_regex == "orders-.*"
@@ -273,7 +280,7 @@ def test_every_problem_is_reported_at_once():
 @pytest.mark.parametrize("key,value,fragment", [
     ("snowflake.metadata.all", "1", "snowflake.metadata.all='1' is not a boolean; accepted values: true, false"),
     ("snowflake.enable.schematization", "on", "'on' is not a boolean"),
-    ("buffer.flush.time", "0", "buffer.flush.time=0 is too small; accepted values: an integer >= 1"),
+    ("buffer.flush.time", "-1", "buffer.flush.time=-1 is too small; accepted values: an integer >= 0"),
     ("buffer.size.bytes", "20MB", "buffer.size.bytes='20MB' is not a whole number"),
     ("buffer.count.records", "1_000", "is not a whole number"),
     ("errors.tolerance", "some", "errors.tolerance='some' is not valid; accepted values: none, all"),

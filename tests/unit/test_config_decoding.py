@@ -36,7 +36,7 @@ def test_a_bad_converter_setting_is_a_config_error_naming_the_key_and_the_fix():
 def test_a_bad_transform_setting_is_a_config_error_with_the_others():
     text = problems({"transforms": "t,u", "transforms.t.type": T + "HoistFeld$Value",
                      "transforms.u.type": T + "Filter", "transforms.u.negate": "maybe",
-                     "buffer.flush.time": "0"})
+                     "buffer.flush.time": "-1"})
     assert "transforms.t.type=org.apache.kafka.connect.transforms.HoistFeld$Value: unknown transform " \
            "class for alias 't' (did you mean org.apache.kafka.connect.transforms.HoistField$Value?)" in text
     assert "transforms.u.negate='maybe' is not a boolean" in text

@@ -189,7 +189,7 @@ class ConnectorConfig:
     topic_map: TopicTableMap | None  # snowflake.topic2table.map; None: derive names from topics
     database: str  # snowflake.database.name, normalized (unquoted -> uppercase)
     schema: str  # snowflake.schema.name, normalized
-    flush_time_s: int  # buffer.flush.time: seconds between commits (micro-batch trigger)
+    flush_time_s: int  # buffer.flush.time: seconds between commits (micro-batch trigger); 0: back to back
     count_records: int  # buffer.count.records: records per partition before a commit
     size_bytes: int  # buffer.size.bytes: bytes per partition before a commit
     metadata: MetadataFlags  # snowflake.metadata.* flags
@@ -451,7 +451,7 @@ class _Reader:
             topic_map=topic_map,
             database=self.identifier("snowflake.database.name", DEFAULT_DATABASE),
             schema=self.identifier("snowflake.schema.name", DEFAULT_SCHEMA),
-            flush_time_s=self.integer("buffer.flush.time", 10, minimum=1),
+            flush_time_s=self.integer("buffer.flush.time", 10, minimum=0),
             count_records=count_records,
             size_bytes=self.integer("buffer.size.bytes", 20000000, minimum=1),
             metadata=MetadataFlags(

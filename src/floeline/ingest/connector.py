@@ -47,6 +47,16 @@ log = logging.getLogger("floeline")
 _SIGNAL_GRACE_S = 2.0
 # Scrapes and readiness probes ask the source for its heads at most this often.
 _HEADS_MAX_AGE_S = 1.0
+# buffer.flush.time=0 (back-to-back micro-batches, a floeline extension) as a trigger:
+# a batch starts as soon as the one before ends; with nothing new, Spark asks the
+# source again after this, not after its 10 ms polling delay (an idle connector's JVM
+# measured at 19 % of a core with "0 seconds", 9 % with this, 2 % at 1 s).
+BACK_TO_BACK_TRIGGER = "100 milliseconds"
+
+
+def trigger_interval(flush_time_s: int) -> str:
+    """The processing-time trigger of buffer.flush.time."""
+    return f"{flush_time_s} seconds" if flush_time_s > 0 else BACK_TO_BACK_TRIGGER
 
 
 class Connector:
@@ -224,7 +234,7 @@ class Connector:
         if until_caught_up:
             writer = writer.trigger(availableNow=True)
         else:
-            writer = writer.trigger(processingTime=f"{self.config.flush_time_s} seconds")
+            writer = writer.trigger(processingTime=trigger_interval(self.config.flush_time_s))
         self.clock.mark("query start")
         query = writer.start()
         self._state = "active"
