@@ -234,7 +234,8 @@ def test_buffer_flush_time_zero_is_back_to_back_batches():
     from floeline.ingest.connector import BACK_TO_BACK_TRIGGER, trigger_interval
 
     assert config_from_dict({**BASE, "buffer.flush.time": "0"}).flush_time_s == 0
-    assert (trigger_interval(0), trigger_interval(5)) == (BACK_TO_BACK_TRIGGER, "5 seconds")
+    assert (trigger_interval(0), trigger_interval(5)) == (BACK_TO_BACK_TRIGGER["kafka"], "5 seconds")
+    assert trigger_interval(0, "kinesis") == "250 milliseconds"  # Kinesis: 5 GetRecords a second a shard
 
 
 def test_topics_regex():
