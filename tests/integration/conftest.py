@@ -6,6 +6,7 @@ import itertools
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -102,6 +103,25 @@ def read_table(spark, warehouse):
         df = spark.read.format("delta").load(os.path.join(warehouse, database, schema, name))
         return df.where(where) if where else df
     return read
+
+
+@pytest.fixture
+def wait_for_rows(read_table):
+    """Waits until a running connector's table holds `count` rows; raises the
+    connector's own failure at once rather than waiting out the timeout."""
+    def wait(table: str, count: int, connector, timeout_s: float = 180):
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if connector.failure is not None:
+                raise connector.failure
+            try:
+                if read_table(table).count() >= count:
+                    return
+            except Exception:  # noqa: BLE001 - the first batch creates the table
+                pass
+            time.sleep(0.5)
+        raise AssertionError(f"{table} did not reach {count} rows in {timeout_s} s")
+    return wait
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime
 import json
 import threading
-import time
 
 import pytest
 
@@ -158,22 +157,10 @@ def test_keys_fill_a_precreated_table_case_insensitively_quoted_mixed_case_colum
         "case_sensitive_PERFORMANCE_CHAR"]  # no second column was added
 
 
-def _wait_for_rows(read_table, table: str, count: int, connector, timeout_s: float = 180):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if connector.failure is not None:
-            raise connector.failure
-        try:
-            if read_table(table).count() >= count:
-                return
-        except Exception:  # noqa: BLE001 - the table may not be readable yet
-            pass
-        time.sleep(1)
-    raise AssertionError(f"{table} did not reach {count} rows in {timeout_s} s")
-
 
 def test_evolution_switched_off_mid_stream_applies_when_the_connector_opens_the_table_again(
-        kafka, topic_name, make_config, run_connector, read_table, spark, warehouse):
+        kafka, topic_name, make_config, run_connector, read_table, spark, warehouse,
+        wait_for_rows):
     """test_schema_evolution_disabled_mid_stream with its template (client_side
     validation): wave 1 evolves the table, ENABLE_SCHEMA_EVOLUTION is switched off while
     the connector runs, wave 2's new key still becomes a column and all 100 rows land,
@@ -195,11 +182,11 @@ def test_evolution_switched_off_mid_stream_applies_when_the_connector_opens_the_
     runner.start()
     try:
         produce(kafka, topic, [{"city": "Hsinchu", "age": i} for i in range(50)], partition=0)
-        _wait_for_rows(read_table, table, 50, connector)
+        wait_for_rows(table, 50, connector)
         run_script(spark, f"ALTER TABLE {table} SET ENABLE_SCHEMA_EVOLUTION = FALSE", wh)
         produce(kafka, topic, [{"city": "Taipei", "age": 100 + i, "country": "TW"} for i in range(50)],
                 partition=0)
-        _wait_for_rows(read_table, table, 100, connector)
+        wait_for_rows(table, 100, connector)
     finally:
         connector.stop()
         runner.join(timeout=180)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import time
 
 import pytest
 
@@ -151,7 +150,7 @@ def test_a_small_batch_is_read_in_one_task_and_commits_one_file(
 
 
 def test_back_to_back_batches_read_while_records_arrive_and_find_a_new_topic(
-        kafka, topic_name, spark, make_config, read_table):
+        kafka, topic_name, spark, make_config, read_table, wait_for_rows):
     """buffer.flush.time=0: a batch starts as soon as the one before ends. The reader
     lists the topics at most every TOPICS_MAX_AGE_MS (10 s), so a topic created while it
     runs is found within that and read from its start."""
@@ -168,10 +167,10 @@ def test_back_to_back_batches_read_while_records_arrive_and_find_a_new_topic(
     try:
         for start in range(0, 30, 10):  # records arriving while batches run
             produce(kafka, first, [{"value": {"n": start + i}, "partition": i % 2} for i in range(10)])
-            wait_for_rows(read_table, table, start + 10, connector, timeout_s=60)
+            wait_for_rows(table, start + 10, connector, timeout_s=60)
         devkafka.create_topic(kafka, second, partitions=1)
         produce(kafka, second, [{"n": 100 + i} for i in range(5)])
-        wait_for_rows(read_table, table, 35, connector, timeout_s=60)
+        wait_for_rows(table, 35, connector, timeout_s=60)
     finally:
         connector.stop()
         runner.join(timeout=120)
@@ -181,19 +180,6 @@ def test_back_to_back_batches_read_while_records_arrive_and_find_a_new_topic(
     assert sorted(int(r["N"]) for r in rows) == list(range(30)) + list(range(100, 105))
     assert {r["t"] for r in rows} == {first, second}
 
-
-def wait_for_rows(read_table, table: str, count: int, connector, timeout_s: float):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if connector.failure is not None:
-            raise connector.failure
-        try:
-            if read_table(table).count() >= count:
-                return
-        except Exception:  # noqa: BLE001 - the table is created by the first batch
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"{table} did not reach {count} rows in {timeout_s} s")
 
 
 def test_records_deleted_before_they_were_read_stop_the_connector_and_say_so(
