@@ -31,6 +31,13 @@ CASES = [
     (b'{"\\u+061": 1}', False),
     (b"{'a': 1}", False),
     (b'{"a": "\xff"}', False),  # invalid UTF-8
+    # after more than eight ASCII bytes (the check skips ASCII a word at a time)
+    (b'{"a": "abcdefghijklmnop\xff"}', False),
+    (b'{"a": "abcdefghijklmno\xe2\x82"}', False),  # a character cut short
+    (b'{"a": "abcdefghijklmnop\xc0\xaf"}', False),  # an overlong encoding
+    (b'{"a": "abcdefghijklmnop\xed\xa0\x80"}', False),  # a surrogate
+    ('{"a": "abcdefghijklmnop€ŁAAAAAAAAAA😀"}'.encode(), True),
+    ('{"Łułósżź": "abcdefgh", "b": "€"}'.encode(), True),
     (b'[{"a": 1}]', False),
     (b'"a"', False),
     (b'null', False),
@@ -63,6 +70,33 @@ def test_python_json_dumps_escapes_are_read_as_keys(spark, check):
     row = spark.createDataFrame([(bytearray(value),)], "value binary").selectExpr(
         f"{check}(value) AS ok").first()
     assert row["ok"] is True
+
+
+def test_utf8_check_agrees_with_strict_decoding_at_every_alignment(spark, check):
+    """Random string contents, mostly ASCII with a few high bytes at varying places (the
+    check skips ASCII eight bytes at a time): TRUE exactly when Python's strict UTF-8
+    decoder accepts the value."""
+    import random
+
+    rng = random.Random(26)
+    pieces = [b"a", b"bc", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xff", b"\xc3",
+              b"\xe2\x82", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\x80"]
+    values = []
+    for _ in range(400):
+        body = b"x" * rng.randrange(0, 20) + b"".join(
+            rng.choice(pieces[:2] * 8 + pieces[2:]) for _ in range(rng.randrange(0, 12)))
+        values.append(b'{"a": "' + body + b'"}')
+    expected = []
+    for value in values:
+        try:
+            value.decode("utf-8")
+            expected.append(True)
+        except UnicodeDecodeError:
+            expected.append(False)
+    assert 50 < sum(expected) < 350  # both answers are tried
+    rows = spark.createDataFrame([(i, bytearray(v)) for i, v in enumerate(values)], "i int, value binary") \
+        .selectExpr("i", f"{check}(value) AS ok").collect()
+    assert [r["ok"] for r in sorted(rows, key=lambda r: r["i"])] == expected
 
 
 def test_null_value_is_not_plain(spark, check):

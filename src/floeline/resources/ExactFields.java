@@ -2,7 +2,6 @@ package floeline;
 
 import java.nio.charset.StandardCharsets;
 import org.apache.spark.sql.api.java.UDF1;
-import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The one-pass MERGE's field check (see ingest/onepass_merge.py): TRUE when a value is valid
@@ -32,7 +31,7 @@ public final class ExactFields implements UDF1<byte[], Boolean> {
 
     @Override
     public Boolean call(byte[] b) {
-        if (b == null || !UTF8String.fromBytes(b).isValid()) {
+        if (b == null || !JsonScan.isValidUtf8(b)) {
             return false;
         }
         int at = 0;

@@ -22,6 +22,7 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.common.PartitionInfo;
@@ -520,7 +521,15 @@ public final class GroupedKafka implements TableProvider {
         private final KafkaConsumer<byte[], byte[]> consumer;
         private final Map<TopicPartition, Long> until = new HashMap<>();
         private final Set<TopicPartition> open = new HashSet<>();
+        private final Map<String, UTF8String> topicNames = new HashMap<>();
+        // A poll's records are read a partition at a time: the partition's end offset and
+        // topic name are looked up once per partition, not once per record (a map lookup
+        // and a UTF-8 encoding per record were a few percent of a task's time).
+        private ConsumerRecords<byte[], byte[]> polled = ConsumerRecords.empty();
+        private Iterator<TopicPartition> pending = Collections.emptyIterator();
         private Iterator<ConsumerRecord<byte[], byte[]>> current = Collections.emptyIterator();
+        private long currentEnd;
+        private UTF8String currentTopic;
         private InternalRow row;
         private long emptySince = -1;
         private boolean failed;
@@ -534,6 +543,7 @@ public final class GroupedKafka implements TableProvider {
                 tps.add(tp);
                 until.put(tp, share.until[i]);
                 open.add(tp);
+                topicNames.computeIfAbsent(share.topics[i], UTF8String::fromString);
             }
             consumer.assign(tps);
             for (int i = 0; i < tps.size(); i++) {
@@ -546,11 +556,18 @@ public final class GroupedKafka implements TableProvider {
             while (true) {
                 while (current.hasNext()) {
                     ConsumerRecord<byte[], byte[]> r = current.next();
-                    Long end = until.get(new TopicPartition(r.topic(), r.partition()));
-                    if (end != null && r.offset() < end) {
-                        row = toRow(r);
+                    if (r.offset() < currentEnd) {
+                        row = toRow(r, currentTopic);
                         return true;
                     }
+                }
+                if (pending.hasNext()) {
+                    TopicPartition tp = pending.next();
+                    Long end = until.get(tp);
+                    currentEnd = end == null ? Long.MIN_VALUE : end;  // not ours: none read
+                    currentTopic = topicNames.computeIfAbsent(tp.topic(), UTF8String::fromString);
+                    current = polled.records(tp).iterator();
+                    continue;
                 }
                 if (!pauseFinished()) {
                     return false;
@@ -561,13 +578,14 @@ public final class GroupedKafka implements TableProvider {
 
         private void poll() throws IOException {
             try {
-                current = consumer.poll(Duration.ofMillis(Math.min(500, share.pollTimeoutMs))).iterator();
+                polled = consumer.poll(Duration.ofMillis(Math.min(500, share.pollTimeoutMs)));
             } catch (OffsetOutOfRangeException e) {
                 failed = true;
                 throw new RecordsLost(e);
             }
+            pending = polled.partitions().iterator();
             long now = System.currentTimeMillis();
-            if (current.hasNext()) {
+            if (!polled.isEmpty()) {
                 emptySince = -1;
             } else if (emptySince < 0) {
                 emptySince = now;
@@ -593,14 +611,14 @@ public final class GroupedKafka implements TableProvider {
             return !open.isEmpty();
         }
 
-        private static InternalRow toRow(ConsumerRecord<byte[], byte[]> r) {
+        private static InternalRow toRow(ConsumerRecord<byte[], byte[]> r, UTF8String topic) {
             Header[] headers = r.headers().toArray();
             Object[] hs = new Object[headers.length];
             for (int i = 0; i < headers.length; i++) {
                 hs[i] = new GenericInternalRow(new Object[] {UTF8String.fromString(headers[i].key()), headers[i].value()});
             }
             return new GenericInternalRow(new Object[] {
-                r.key(), r.value(), UTF8String.fromString(r.topic()), r.partition(), r.offset(),
+                r.key(), r.value(), topic, r.partition(), r.offset(),
                 r.timestamp() * 1000L, r.timestampType().id, new GenericArrayData(hs)});
         }
 

@@ -5,7 +5,6 @@ import java.util.Arrays;
 import java.util.HashSet;
 import java.util.Set;
 import org.apache.spark.sql.api.java.UDF1;
-import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The one-pass micro-batch's record check (see ingest/onepass.py): TRUE when a Kafka value is
@@ -32,7 +31,7 @@ public final class KnownKeys implements UDF1<byte[], Boolean> {
 
     @Override
     public Boolean call(byte[] b) {
-        if (b == null || !UTF8String.fromBytes(b).isValid()) {
+        if (b == null || !JsonScan.isValidUtf8(b)) {
             return false;
         }
         return JsonScan.walkObject(b, 0, this::isKnown) >= 0;
