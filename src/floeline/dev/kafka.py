@@ -350,14 +350,16 @@ def _data_hint(state: Path, large_bytes: int = 1 << 30) -> str:
             f"that directory to start it empty (`make clean` removes all local state); ")
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
-    """Create a topic and wait until every partition has a leader, so a producer can
-    write to it right away. An existing topic with the same partition count is fine."""
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    """Create a topic (with topic-level `config`, such as message.timestamp.type) and wait
+    until every partition has a leader, so a producer can write to it right away. An
+    existing topic with the same partition count is fine."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    future = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name]
+    future = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})],
+                                operation_timeout=30)[name]
     try:
         future.result(timeout=60)
     except KafkaException as exc:
