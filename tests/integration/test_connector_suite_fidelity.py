@@ -157,7 +157,6 @@ def test_keys_fill_a_precreated_table_case_insensitively_quoted_mixed_case_colum
         "case_sensitive_PERFORMANCE_CHAR"]  # no second column was added
 
 
-
 def test_evolution_switched_off_mid_stream_applies_when_the_connector_opens_the_table_again(
         kafka, topic_name, make_config, run_connector, read_table, spark, warehouse,
         wait_for_rows):

@@ -181,7 +181,6 @@ def test_back_to_back_batches_read_while_records_arrive_and_find_a_new_topic(
     assert {r["t"] for r in rows} == {first, second}
 
 
-
 def test_records_deleted_before_they_were_read_stop_the_connector_and_say_so(
         kafka, topic_name, make_config, run_connector, read_table):
     from confluent_kafka import TopicPartition

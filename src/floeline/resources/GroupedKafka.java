@@ -543,7 +543,6 @@ public final class GroupedKafka implements TableProvider {
                 tps.add(tp);
                 until.put(tp, share.until[i]);
                 open.add(tp);
-                topicNames.computeIfAbsent(share.topics[i], UTF8String::fromString);
             }
             consumer.assign(tps);
             for (int i = 0; i < tps.size(); i++) {
