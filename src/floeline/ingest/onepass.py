@@ -223,15 +223,15 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
                        rules_for(cfg.validation)) if schema else None)
     if plan is None:
         return None
-    push_time = batch_functions(df, plan.known_keys, started, batch_id)
+    push_time = batch_functions(df, plan.known_keys, started, batch_id, metadata=cfg.metadata)
     if push_time is None:
         return None
     report = BatchReport(batch_id)
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
+    meta = pipeline.source.metadata_sql(cfg.metadata, push_time, function=jvm.kafka_metadata_function(cfg.metadata))
     frame = df.selectExpr(
         "channel", "position", "value", "headers", "timestamp",
-        f"{from_json_sql(plan.json_schema)} AS j",
-        f"{pipeline.source.metadata_sql(cfg.metadata, push_time)} AS _meta",
+        f"{from_json_sql(plan.json_schema)} AS j", f"{meta} AS _meta",
     ).observe(observed, F.count(F.lit(1)).alias("records"),
               F.min(F.unix_millis("timestamp")).alias("ts_min"),
               F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid"))
@@ -261,13 +261,16 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
 
 
 def batch_functions(df, known_keys: frozenset[str], started: float, batch_id: int,
-                    exact_fields=()) -> str | None:
+                    exact_fields=(), metadata=None) -> str | None:
     """Register the batch's JVM functions (the record check for `known_keys`, the
-    field checks for `exact_fields`' (member, fields) pairs, the push time) in the
-    batch's session, which is the stream's own clone; the push time's SQL, or None when
-    the session has no floeline jar (jvm.py): the general path then."""
+    field checks for `exact_fields`' (member, fields) pairs, RECORD_METADATA's builder
+    for the `metadata` flags, the push time) in the batch's session, which is the
+    stream's own clone; the push time's SQL, or None when the session has no floeline
+    jar (jvm.py): the general path then."""
     try:
         jvm.ensure_known_keys(df.sparkSession, known_keys)
+        if metadata is not None:
+            jvm.ensure_kafka_metadata(df.sparkSession, metadata)
         for member, fields in exact_fields:
             jvm.ensure_exact_fields(df.sparkSession, member, fields)
         return jvm.register_push_time(df.sparkSession, int(started * 1000)) + "()"

@@ -30,6 +30,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from floeline.errors import ServiceUnavailable, TableError, first_lines
+from floeline.jvm import kafka_metadata_function
 from floeline.ingest.identity_order import generates_identity
 from floeline.ingest.onepass import ONE_PASS_SAMPLE, batch_functions, from_json_sql, replayed, typed_plan
 from floeline.ingest.progress import BatchReport
@@ -85,14 +86,14 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
                       rules_for(cfg.validation))
     if plan is None or generates_identity(schema, plan.written):
         return None
-    push_time = batch_functions(df, plan.known_keys, started, batch_id)
+    push_time = batch_functions(df, plan.known_keys, started, batch_id, metadata=cfg.metadata)
     if push_time is None:
         return None
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
+    meta = pipeline.source.metadata_sql(cfg.metadata, push_time, function=kafka_metadata_function(cfg.metadata))
     frame = df.selectExpr(
         "route", "value", "headers", "timestamp",
-        f"{from_json_sql(plan.json_schema)} AS j",
-        f"{pipeline.source.metadata_sql(cfg.metadata, push_time)} AS _meta",
+        f"{from_json_sql(plan.json_schema)} AS j", f"{meta} AS _meta",
     ).observe(observed, F.min(F.unix_millis("timestamp")).alias("ts_min"),
               F.percentile_approx(F.unix_millis("timestamp"), 0.5).alias("ts_mid")).selectExpr(
         table_column_sql(key_of_route, "route"), *plan.columns)

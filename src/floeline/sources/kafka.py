@@ -169,8 +169,9 @@ class KafkaSource:
             return None
         return BatchEnd({channel_id(*tp): str(o - 1) for tp, o in self.first_offsets.items() if o > 0})
 
-    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=()) -> str:
-        return kafka_metadata_sql(flags, push_time_sql, key_json, headers_json, extra)
+    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=(),
+                     function=None) -> str:
+        return kafka_metadata_sql(flags, push_time_sql, key_json, headers_json, extra, function)
 
     def describe(self, fields: dict) -> str:
         return f"topic={fields.get('topic')} partition={fields.get('partition')} offset={fields.get('offset')}"

@@ -137,7 +137,8 @@ class MemorySource:
     def start_of_first_batch(self) -> BatchEnd | None:
         return self._first
 
-    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=()) -> str:
+    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=(),
+                     function=None) -> str:
         if not flags.all_:
             return "CAST(NULL AS VARIANT)"
         return object_sql([[("'channel', channel, 'position', position", "true")], *extra])

@@ -200,7 +200,8 @@ class KinesisSource:
     def start_of_first_batch(self) -> BatchEnd | None:
         return self._first
 
-    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=()) -> str:
+    def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=(),
+                     function=None) -> str:
         # the partition key is text and Kinesis records have no headers
         return kinesis_metadata_sql(flags, push_time_sql, extra)
 
