@@ -37,7 +37,9 @@ def _records(count: int) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def records(spark):
-    return spark.createDataFrame(_records(300), SCHEMA).cache()
+    frame = spark.createDataFrame(_records(300), SCHEMA).cache()
+    yield frame
+    frame.unpersist()
 
 
 @pytest.mark.parametrize("flags", [MetadataFlags(True, *bits) for bits in itertools.product([True, False], repeat=4)],

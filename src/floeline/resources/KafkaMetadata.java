@@ -1,6 +1,7 @@
 package floeline;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import org.apache.spark.sql.api.java.UDF7;
 import org.apache.spark.unsafe.types.VariantVal;
 
@@ -77,18 +78,18 @@ public final class KafkaMetadata
                 names[n] = "key";
                 all[n++] = KEY;
             }
-            slots = java.util.Arrays.copyOf(all, n);
+            slots = Arrays.copyOf(all, n);
             Integer[] order = new Integer[n];
             for (int i = 0; i < n; i++) {
                 order[i] = i;
             }
             final String[] fieldNames = names;
-            java.util.Arrays.sort(order, (a, b) -> fieldNames[a].compareTo(fieldNames[b]));
+            Arrays.sort(order, (a, b) -> fieldNames[a].compareTo(fieldNames[b]));
             byName = new int[n];
             for (int i = 0; i < n; i++) {
                 byName[i] = order[i];
             }
-            metadata = dictionary(java.util.Arrays.copyOf(names, n));
+            metadata = dictionary(Arrays.copyOf(names, n));
         }
     }
 
