@@ -9,7 +9,7 @@ get_spark) and added to the sessions get_spark builds:
   image and its key hold exactly the table's fields, for the same reason;
 - the watch that ends the JVM when its Python is gone (`resources/ParentWatch.java`);
 - RECORD_METADATA of a Kafka record without headers (`resources/KafkaMetadata.java`):
-  casting a struct to a VARIANT cost 6 % of a one-pass batch's task time;
+  casting a struct to a VARIANT cost 5-6 % of a one-pass batch's task time;
 - the batch's push time (`resources/PushTime.java`): as a literal it changed the
   generated code every batch (measured: +0.15 s per batch to compile and warm it up);
 - Hadoop's local file system without a `chmod` or `readlink` process per call

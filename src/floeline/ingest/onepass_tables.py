@@ -30,7 +30,6 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from floeline.errors import ServiceUnavailable, TableError, first_lines
-from floeline.jvm import kafka_metadata_function
 from floeline.ingest.identity_order import generates_identity
 from floeline.ingest.onepass import ONE_PASS_SAMPLE, batch_functions, from_json_sql, replayed, typed_plan
 from floeline.ingest.progress import BatchReport
@@ -38,6 +37,7 @@ from floeline.ingest.results import BatchResult
 from floeline.ingest.table_sink import TableSink
 from floeline.ingest.general import Phases
 from floeline.ingest.tables_together import TableShare, table_column_sql, write_and_commit
+from floeline.jvm import kafka_metadata_function
 from floeline.records import shaping
 from floeline.records.content import PARSE_VALUE_SQL
 from floeline.records.values_to_columns import rules_for
