@@ -25,9 +25,11 @@ ratio_vs_same_table=R
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -304,6 +306,8 @@ def main() -> int:
     bootstrap = devkafka.start()
     spark = get_spark()
     out_dir = tempfile.mkdtemp(prefix="floeline-bench-")
+    # The run's tables are a few hundred MB: removed at exit (kept runs filled the disk).
+    atexit.register(shutil.rmtree, out_dir, True)
     if args.latency_only:
         summary = None
         warm_up(spark, bootstrap, out_dir, args, f"bench_warmup_{int(time.time())}")

@@ -30,10 +30,12 @@ per_commit_s=S produced=N written=N kept_up=yes|no
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import multiprocessing
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -153,6 +155,8 @@ def main() -> int:
     devkafka.create_topic(bootstrap, warm, partitions=4)
     produce_records(bootstrap, warm, 20_000)
     out_dir = tempfile.mkdtemp(prefix="floeline-steady-")
+    # The run's tables are a few hundred MB: removed at exit (kept runs filled the disk).
+    atexit.register(shutil.rmtree, out_dir, True)
     spark = get_spark()
     floeline_job(spark, bootstrap, warm, os.path.join(out_dir, "warm"), 50_000)
     if args.warm_tables:
