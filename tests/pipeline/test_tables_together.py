@@ -143,9 +143,10 @@ def test_a_table_new_beside_known_ones_learns_its_keys_in_one_pass(memory_log, m
     runner.start()
     try:
         _wait_for(lambda: connector.reports, "the first batch")
-        # REFUNDS's first records come with more of ORDERS, whose keys are known.
-        memory_log.append("orders/0", "orders", [json.dumps({"n": n}).encode() for n in range(3, 6)])
-        memory_log.append("refunds/0", "refunds", [json.dumps({"n": n}).encode() for n in range(3)])
+        # REFUNDS's first records come with more of ORDERS, whose keys are known (from a
+        # second channel, so that one batch is sure to read both).
+        memory_log.add_channels([("orders/1", "orders", [json.dumps({"n": n}).encode() for n in range(3, 6)]),
+                                 ("refunds/0", "refunds", [json.dumps({"n": n}).encode() for n in range(3)])])
         _wait_for(lambda: any("REFUNDS" in r.rows_written for r in connector.reports), "REFUNDS's batch")
     finally:
         connector.stop()

@@ -57,6 +57,22 @@ class MemoryLog:
     def append(self, channel: str, route: str, values, keys=None, first_position: int = 0) -> None:
         """Append records (bytes, str, or None for a tombstone) to `channel`."""
         manifest = self._manifest()
+        self._write(manifest, channel, route, values, keys, first_position)
+        self._save(manifest)
+
+    def add_channels(self, channels) -> None:
+        """Add new channels with their first records, (channel, route, values) each, in
+        one save of the manifest: a micro-batch sees all of them or none. (Records
+        appended to a channel the log has are read as soon as they are written.)"""
+        manifest = self._manifest()
+        existing = [c for c, _route, _values in channels if c in manifest]
+        if existing:
+            raise ValueError(f"channel {existing[0]} exists")
+        for channel, route, values in channels:
+            self._write(manifest, channel, route, values)
+        self._save(manifest)
+
+    def _write(self, manifest: dict, channel: str, route: str, values, keys=None, first_position: int = 0) -> None:
         entry = manifest.setdefault(channel, {"file": f"{len(manifest)}.jsonl", "route": route,
                                               "first": str(first_position), "finished": False})
         if entry["finished"]:
@@ -66,7 +82,6 @@ class MemoryLog:
             for i, value in enumerate(values):
                 key = keys[i] if keys else None
                 f.write(json.dumps({"k": _b64(key), "v": _b64(value), "t": now}) + "\n")
-        self._save(manifest)
 
     def finish(self, channel: str) -> None:
         manifest = self._manifest()
