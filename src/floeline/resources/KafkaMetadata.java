@@ -135,18 +135,16 @@ public final class KafkaMetadata
         }
         Shape shape = shapes[time * 2 + (key != null ? 1 : 0)];
         int n = shape.slots.length;
-        int[] sizes = new int[n];
         int data = 0;
         for (int i = 0; i < n; i++) {
             switch (shape.slots[i]) {
-                case TOPIC: sizes[i] = stringSize(topicName); break;
-                case PARTITION: sizes[i] = longSize(partition == null ? null : (long) partition); break;
-                case OFFSET: sizes[i] = longSize(offset); break;
-                case TIME: sizes[i] = longSize(timestamp); break;
-                case PUSH: sizes[i] = longSize(push); break;
-                default: sizes[i] = stringSize(key); break;
+                case TOPIC: data += stringSize(topicName); break;
+                case PARTITION: data += longSize(partition == null ? null : (long) partition); break;
+                case OFFSET: data += longSize(offset); break;
+                case TIME: data += longSize(timestamp); break;
+                case PUSH: data += longSize(push); break;
+                default: data += stringSize(key); break;
             }
-            data += sizes[i];
         }
         int offsetSize = integerSize(data);
         int idSize = 1;  // at most six fields
