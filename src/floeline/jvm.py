@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import zipfile
 from importlib import resources
 from pathlib import Path
@@ -190,11 +191,39 @@ def _strings(spark, values: list[str]):
     return array
 
 
-def _ensure(spark, name: str, make) -> str:
-    if not spark.catalog.functionExists(name):
+def _ensure(spark, name: str, make, result_type: str = "BooleanType") -> str:
+    """Register `make(spark._jvm)` as the function `name` (returning DataTypes.`result_type`)
+    in this session unless this process registered it there before."""
+    names = _registered_in(spark._jsparkSession)
+    if name not in names:
         java = spark._jvm
-        spark._jsparkSession.udf().register(name, make(java), java.org.apache.spark.sql.types.DataTypes.BooleanType)
+        if not spark.catalog.functionExists(name):
+            spark._jsparkSession.udf().register(
+                name, make(java), getattr(java.org.apache.spark.sql.types.DataTypes, result_type))
+        names.add(name)
     return name
+
+
+# The functions _ensure registered per Java SparkSession: identity hash -> (the session,
+# the names), the most recent _SESSIONS_KEPT sessions. Every micro-batch hands Python a
+# new wrapper of its stream's one session, and the catalog's functionExists took 5-20 ms
+# a call, twice a batch; holding the session keeps its identity from being reused.
+_REGISTERED: dict[int, tuple[object, set[str]]] = {}
+_SESSIONS_KEPT = 64
+_REGISTERED_LOCK = threading.Lock()  # (a worker's connectors run their batches in threads)
+
+
+def _registered_in(session) -> set[str]:
+    """The names _ensure registered in the Java `session` (a set to add to)."""
+    key = session.hashCode()
+    with _REGISTERED_LOCK:
+        entry = _REGISTERED.pop(key, None)
+        if entry is None or not entry[0].equals(session):  # (two sessions may share a hash)
+            entry = (session, set())
+        _REGISTERED[key] = entry  # the newest last
+        while len(_REGISTERED) > _SESSIONS_KEPT:
+            del _REGISTERED[next(iter(_REGISTERED))]
+        return entry[1]
 
 
 def _metadata_parts(flags) -> tuple[bool, ...]:
@@ -210,12 +239,8 @@ def kafka_metadata_function(flags) -> str:
 def ensure_kafka_metadata(spark, flags) -> str:
     """Register `kafka_metadata_function(flags)` in this session unless it is there.
     Returns the function's name."""
-    name = kafka_metadata_function(flags)
-    if not spark.catalog.functionExists(name):
-        java = spark._jvm
-        spark._jsparkSession.udf().register(name, java.floeline.KafkaMetadata(*_metadata_parts(flags)),
-                                            java.org.apache.spark.sql.types.DataTypes.VariantType)
-    return name
+    return _ensure(spark, kafka_metadata_function(flags),
+                   lambda java: java.floeline.KafkaMetadata(*_metadata_parts(flags)), "VariantType")
 
 
 def register_push_time(spark, epoch_millis: int) -> str:
