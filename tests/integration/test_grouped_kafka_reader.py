@@ -149,6 +149,30 @@ def test_a_small_batch_is_read_in_one_task_and_commits_one_file(
     assert len(delta_log.live_files(path)) == 2  # one a batch (a run each)
 
 
+@pytest.mark.parametrize("reader", ["grouped", "spark"])
+def test_a_wide_batch_is_read_in_at_most_the_task_limit_with_either_reader(
+        kafka, topic_name, make_config, run_connector, read_table, spark, reader):
+    """12 partitions of 3,000 records (more than the reader's 10,000 a task times the
+    limit): floeline's reader plans at most read_task_limit tasks itself, so the
+    connector does not plan the batch again to count them (`bounded_read_tasks`);
+    Spark's source makes a task per partition, which the connector coalesces. Either
+    way one commit of at most that many files, every record once."""
+    from floeline.ingest.read_tasks import read_task_limit
+    from floeline.warehouse import delta_log
+
+    topic = topic_name(f"gwide_{reader}")
+    devkafka.create_topic(kafka, topic, partitions=12)
+    produce(kafka, topic, [{"value": {"n": i}, "partition": i % 12} for i in range(36_000)])
+    connector = run_connector(make_config(topics=topic, floeline__kafka__reader=reader,
+                                          buffer__count__records=5000))
+    assert connector.source.bounded_read_tasks is (reader == "grouped")
+    assert len(connector.reports) == 1
+    assert read_table(topic.upper()).selectExpr("count(DISTINCT N) AS n", "count(*) AS c").first() == (36_000, 36_000)
+    limit = read_task_limit(spark)
+    assert limit < 12
+    assert 1 <= len(delta_log.live_files(connector.pipeline.table_ref(topic).path)) <= limit
+
+
 def test_back_to_back_batches_read_while_records_arrive_and_find_a_new_topic(
         kafka, topic_name, spark, make_config, read_table, wait_for_rows):
     """buffer.flush.time=0: a batch starts as soon as the one before ends. The reader

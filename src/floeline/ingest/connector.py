@@ -307,7 +307,9 @@ class Connector:
     def process_batch(self, batch, batch_id: int) -> BatchReport:
         started = time.time()
         self.clock.mark("first batch", started)
-        df = at_most_read_tasks(self.source.normalize(batch))
+        df = self.source.normalize(batch)
+        if not self.source.bounded_read_tasks:
+            df = at_most_read_tasks(df)
         bounds = batch_range(self.pipeline, batch_id)
         finished: set[str] = set()
         result = None

@@ -3,7 +3,8 @@ topic partition with new records, and Kinesis one per shard: a 64-partition topi
 64 tasks on two cores, each with its scheduling, its consumer and its own Parquet file
 in the commit. At most twice Spark's default parallelism keeps every core busy with one
 task waiting; the tasks beyond that are coalesced (no shuffle: a task reads several
-partitions one after another)."""
+partitions one after another). floeline's Kafka reader plans at most that many tasks
+itself (the source says so: `bounded_read_tasks`), so its batches are not asked."""
 
 from __future__ import annotations
 

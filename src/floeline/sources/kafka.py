@@ -75,6 +75,7 @@ class KafkaSource:
     kind = "kafka"
     has_headers = True
     has_standby = False
+    bounded_read_tasks = False  # (floeline's reader: set by `open`)
 
     def __init__(self, config):
         self.config = config
@@ -140,9 +141,10 @@ class KafkaSource:
                   .options(**{f"kafka.{k}": v for k, v in cfg.kafka_security.java_options().items()})
                   .option("maxOffsetsPerTrigger",
                           str(self.records_per_partition() * max(1, len(starts)))))
-        if source_format == KAFKA_READER_CLASS:
-            # Consumers per batch: as many as the tasks a micro-batch is read in
-            # (ingest/read_tasks.read_task_limit).
+        self.bounded_read_tasks = source_format == KAFKA_READER_CLASS
+        if self.bounded_read_tasks:
+            # Consumers per batch: as many as the tasks a micro-batch is read in at most
+            # (ingest/read_tasks.read_task_limit); a batch is planned in no more.
             reader = reader.option("tasks", str(2 * max(1, spark.sparkContext.defaultParallelism)))
         if cfg.topics_regex:
             reader = reader.option("subscribePattern", cfg.topics_regex)

@@ -114,6 +114,7 @@ class MemorySource:
     kind = "memory"
     has_headers = False
     has_standby = False
+    bounded_read_tasks = False
 
     def __init__(self, config, log: MemoryLog):
         self.config, self.log = config, log

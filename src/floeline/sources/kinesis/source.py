@@ -58,6 +58,7 @@ class KinesisSource:
     kind = "kinesis"
     has_headers = False
     has_standby = True
+    bounded_read_tasks = False  # a task per shard
 
     def __init__(self, config, worker_id: str | None = None):
         self.config = config
