@@ -14,9 +14,10 @@
                (txnAppId/txnVersion): issue 26 goal 4 asks floeline >= 1.0x this job;
    - floeline: the connector end to end (default pipe, full RECORD_METADATA, exactly-once
                offsets), --until-caught-up.
-3. Latency: a producer at a steady rate (default 5,000 records/s) while the connector
-   runs with buffer.flush.time=1, then =0 (back-to-back micro-batches, issue 26 goal 3);
-   end-to-end latency = commit time - CreateTime. --latency-only skips 1 and 2.
+3. Latency: a producer process at a steady rate (default 5,000 records/s, one client,
+   linger.ms=5) while the connector runs with buffer.flush.time=1, then =0 (back-to-back
+   micro-batches, issue 26 goal 3); end-to-end latency = commit time - CreateTime.
+   --latency-only skips 1 and 2.
 
 Last line: floeline_rows_per_s=N bare_rows_per_s=N raw_read_rows_per_s=N ratio_vs_bare=R
 ratio_vs_same_table=R
@@ -43,8 +44,11 @@ from floeline.config import config_from_dict  # noqa: E402
 from floeline.ingest import Connector  # noqa: E402
 from floeline.sources.kafka import SPARK_SOURCE_OPTIONS, produce  # noqa: E402
 from floeline.spark import get_spark  # noqa: E402
+from steady_producer import SteadyProducer  # noqa: E402
 
 PARTITIONS = 4
+# linger.ms of the latency runs' producer: the client's default (librdkafka's and Kafka's).
+LATENCY_LINGER_MS = 5
 BARE_SCHEMA = ("order_id BIGINT, customer_id BIGINT, customer_name STRING, email STRING, "
                "order_total DOUBLE, currency STRING, is_paid BOOLEAN, items INT, "
                "country STRING, created_at STRING")
@@ -144,16 +148,15 @@ def floeline_job(spark, bootstrap, topic, out_dir, count_records, flush_s=1) -> 
     return connector
 
 
-def produce_steadily(bootstrap: str, topic: str, rate: int, seconds: int) -> None:
-    """`rate` records/s in tenths of a second, for `seconds`."""
-    stop = time.time() + seconds
-    sent, tick = 0, time.time()
-    while time.time() < stop:
-        batch = [json.dumps(record(sent + i)) for i in range(rate // 10)]
-        produce(bootstrap, topic, batch)
-        sent += len(batch)
-        tick += 0.1
-        time.sleep(max(0.0, tick - time.time()))
+def produce_steadily(bootstrap: str, topic: str, rate: int, seconds: int) -> int:
+    """`rate` records/s for `seconds` from a producer process of its own with one client
+    (steady_producer.py: a producer thread in this process shared the driver's Python,
+    and a new client every tick connected before it sent); returns the records sent."""
+    producer = SteadyProducer(bootstrap, [topic], rate, record, linger_ms=LATENCY_LINGER_MS)
+    producer.start()
+    time.sleep(seconds)
+    producer.stop()
+    return producer.sent
 
 
 def latency_run(spark, bootstrap, out_dir, rate: int, seconds: int,

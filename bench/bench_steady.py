@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
-import multiprocessing
 import os
 import random
 import shutil
@@ -46,6 +45,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_ingest import floeline_job, produce_records, record  # noqa: E402
+from steady_producer import SteadyProducer  # noqa: E402
 
 from floeline.config import config_from_dict  # noqa: E402
 from floeline.dev import kafka as devkafka  # noqa: E402
@@ -57,70 +57,6 @@ LAG_GOAL_S = 30
 # record could be read, not from when the producer made it (a producer's queue that the
 # broker acknowledged 17 s late at the start was once the whole of a lag over the goal).
 APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
-
-
-class SteadyProducer:
-    """`rate` records/s over `topics`, round-robin, in ticks of 0.1 s, until stopped; in
-    a process of its own: a producer thread beside the connector's driver shared its
-    Python interpreter lock, and while a batch ran on the driver it sent a fraction of
-    its rate, then caught up in a burst (records late to the broker, a lag that was the
-    benchmark's)."""
-
-    def __init__(self, bootstrap: str, topics: list[str], rate: int):
-        context = multiprocessing.get_context("spawn")
-        self._sent = context.Value("q", 0)
-        self.stopping = context.Event()
-        self.process = context.Process(target=produce_steadily,
-                                       args=(bootstrap, topics, rate, self._sent, self.stopping), daemon=True)
-
-    @property
-    def sent(self) -> int:
-        return self._sent.value
-
-    def start(self) -> None:
-        self.process.start()
-
-    def join(self, timeout: float) -> None:
-        self.process.join(timeout)
-
-
-def produce_steadily(bootstrap: str, topics: list[str], rate: int, sent, stopping) -> None:
-    """The producer process's loop: its count in `sent` once the broker has each record."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    tick, per_tick, n = time.time(), max(1, rate // 10), 0
-    started, window = tick, {"end": tick + 10, "max": 0.0, "acked": 0}
-
-    def delivered(sent_at: float):
-        """The delivery time (send to the broker's ack) of a record, the worst per 10 s
-        printed: records late to the broker are the machine's lag, not the connector's."""
-        def report(err, _msg) -> None:
-            if err is None:
-                window["max"] = max(window["max"], time.time() - sent_at)
-                window["acked"] += 1
-        return report
-
-    while not stopping.is_set():
-        for _ in range(per_tick):
-            while True:
-                try:
-                    producer.produce(topics[n % len(topics)], json.dumps(record(n)).encode(),
-                                     on_delivery=delivered(time.time()))
-                    break
-                except BufferError:  # the client's queue is full (the broker is behind): wait
-                    producer.poll(0.1)
-            n += 1
-        producer.poll(0)
-        if time.time() >= window["end"]:
-            print(f"producer t={time.time() - started:6.1f}s: {window['acked']} acked in 10 s, "
-                  f"slowest delivery {window['max']:.1f}s", flush=True)
-            window.update(end=window["end"] + 10, max=0.0, acked=0)
-        tick += 0.1
-        time.sleep(max(0.0, tick - time.time()))
-    if producer.flush(30):
-        raise SystemExit("the steady producer could not deliver every record in 30 s")
-    sent.value = n
 
 
 def create_tables_record(bootstrap: str, topics: list[str]) -> None:
@@ -169,7 +105,7 @@ def main() -> int:
             "floeline.warehouse": os.path.join(out_dir, "warm_warehouse"), "buffer.count.records": "100",
             "floeline.kafka.reader": args.kafka_reader}), spark, out=sys.stderr).run(until_caught_up=True)
 
-    producer = SteadyProducer(bootstrap, topics, args.rate)
+    producer = SteadyProducer(bootstrap, topics, args.rate, record)
     create_tables_record(bootstrap, topics)
     config = config_from_dict({
         "name": f"steady_{stamp}", "topics": ",".join(topics), "bootstrap.servers": bootstrap,
@@ -192,8 +128,7 @@ def main() -> int:
     while time.time() - feed_started < args.seconds and runner.is_alive():
         time.sleep(1)
         printed = print_batches(connector.reports, printed, feed_started)
-    producer.stopping.set()
-    producer.join(60)
+    producer.stop(60)
     # Let the connector take what was produced last, then stop it.
     deadline = time.time() + max(60, 3 * args.flush_time)
     while time.time() < deadline and written_rows(connector.reports[steady_from:]) < producer.sent:
