@@ -33,13 +33,13 @@ def rows(df) -> list[tuple[str, str, int]]:
 
 def test_optimize_compacts_small_files_and_the_connector_resumes_exactly(
         memory_log, make_config, run_memory, read_table, spark, warehouse):
-    memory_log.append("orders/0", "orders", values(0, 24))
-    memory_log.append("orders/1", "orders", values(100, 24))
-    config = make_config(buffer__count__records=3)  # 8 small commits, a file per channel each
+    memory_log.append("orders/0", "orders", values(0, 12))
+    memory_log.append("orders/1", "orders", values(100, 12))
+    config = make_config(buffer__count__records=3)  # 4 small commits, a small file each
     run_memory(config)
     path = os.path.join(warehouse, "FLOELINE", "PUBLIC", "ORDERS")
     before, held = file_count(spark, path), rows(read_table("ORDERS"))
-    assert before >= 8 and len(held) == 48
+    assert before >= 4 and len(held) == 24
 
     (result,) = run_sql(spark, "OPTIMIZE orders", Warehouse(warehouse)).collect()
     assert result["files_removed"] == before and result["files_now"] == 1
@@ -51,19 +51,19 @@ def test_optimize_compacts_small_files_and_the_connector_resumes_exactly(
     with pytest.raises(SqlError, match=r"VACUUM FLOELINE.PUBLIC.ORDERS failed: .*retention"):
         run_sql(spark, "VACUUM orders RETAIN 0 HOURS", Warehouse(warehouse))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
-    assert read_committed(spark, ref, config.name).positions == {"orders/0": "23", "orders/1": "23"}
+    assert read_committed(spark, ref, config.name).positions == {"orders/0": "11", "orders/1": "11"}
 
     # The connector resumes after its positions: a lost checkpoint too.
-    memory_log.append("orders/0", "orders", values(24, 5))
+    memory_log.append("orders/0", "orders", values(12, 5))
     run_memory(config)
     import shutil
     shutil.rmtree(config.checkpoint_dir)
-    memory_log.append("orders/1", "orders", values(124, 2))
+    memory_log.append("orders/1", "orders", values(112, 2))
     run_memory(config)
     after = rows(read_table("ORDERS"))
-    assert len(after) == len(set(after)) == 48 + 5 + 2
-    assert after == sorted(held + [("orders/0", str(24 + i), 24 + i) for i in range(5)]
-                           + [("orders/1", str(24 + i), 124 + i) for i in range(2)])
+    assert len(after) == len(set(after)) == 24 + 5 + 2
+    assert after == sorted(held + [("orders/0", str(12 + i), 12 + i) for i in range(5)]
+                           + [("orders/1", str(12 + i), 112 + i) for i in range(2)])
 
 
 def test_auto_compact_setting_compacts_after_commits(memory_log, make_config, run_memory,

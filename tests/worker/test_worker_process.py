@@ -68,7 +68,7 @@ def test_sigkill_mid_stream_then_restart_lands_every_record_once_in_each_target_
                "RUNNING")
     store.save("kb", {"name": "kb", "topics": b, "buffer.flush.time": "1"}, "RUNNING")
     store.save("held", {"name": "held", "topics": a, "snowflake.topic2table.map": f"{a}:HELD"}, "PAUSED")
-    total_a, total_b = 3000, 1000
+    total_a, total_b = 1500, 1000  # a: a little over the 3 batches of ka (450 each) waited for
     produce_numbered(kafka, a, 3, 0, total_a)
     produce_numbered(kafka, b, 2, 0, total_b)
 
