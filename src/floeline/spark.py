@@ -196,6 +196,11 @@ def session_defaults() -> dict[str, str]:
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.databricks.delta.snapshotPartitions": "2",
+        # Delta's VACUUM spreads the table's file listing over this many tasks (a
+        # repartition), 10,000 by Spark's default: VACUUM of a 24-row table ran 10,000
+        # tasks, 63-92 s here against 4.3-5.5 s with 2 (bench/RESULTS.md). Spark's
+        # parallel listing of more than 32 paths uses at most this many tasks too.
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         # A JSON object with a key twice keeps the last value, as Kafka Connect's

@@ -31,6 +31,22 @@ def rows(df) -> list[tuple[str, str, int]]:
         "RECORD_METADATA:channel::string AS c", "RECORD_METADATA:position::string AS p", "N").collect())
 
 
+def with_most_tasks(spark, action):
+    """`action()`'s result, and the most tasks one stage of its Spark jobs ran."""
+    import uuid
+
+    context, group = spark.sparkContext, f"tasks-{uuid.uuid4().hex}"
+    context.setJobGroup(group, "counting tasks")
+    try:
+        result = action()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    tracker = context.statusTracker()
+    stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup(group)
+              for s in tracker.getJobInfo(j).stageIds]
+    return result, max(stage.numTasks for stage in stages if stage is not None)
+
+
 def test_optimize_compacts_small_files_and_the_connector_resumes_exactly(
         memory_log, make_config, run_memory, read_table, spark, warehouse):
     memory_log.append("orders/0", "orders", values(0, 12))
@@ -45,9 +61,12 @@ def test_optimize_compacts_small_files_and_the_connector_resumes_exactly(
     assert result["files_removed"] == before and result["files_now"] == 1
     assert file_count(spark, path) == 1
     assert rows(read_table("ORDERS")) == held
-    # VACUUM keeps Delta's retention (7 days) and its safety check on a shorter one
-    (vacuumed,) = run_sql(spark, "VACUUM orders", Warehouse(warehouse)).collect()
+    # VACUUM keeps Delta's retention (7 days) and its safety check on a shorter one, and
+    # lists the table in a few tasks (Spark's default spread its listing over 10,000)
+    (vacuumed,), most_tasks = with_most_tasks(
+        spark, lambda: run_sql(spark, "VACUUM orders", Warehouse(warehouse)).collect())
     assert vacuumed["files_now"] == 1 and rows(read_table("ORDERS")) == held
+    assert most_tasks <= 2 * spark.sparkContext.defaultParallelism
     with pytest.raises(SqlError, match=r"VACUUM FLOELINE.PUBLIC.ORDERS failed: .*retention"):
         run_sql(spark, "VACUUM orders RETAIN 0 HOURS", Warehouse(warehouse))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
