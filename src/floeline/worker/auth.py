@@ -8,8 +8,10 @@ Users live in a file named by the worker key `rest.auth.users.file`, one per lin
 starting with `#` are skipped. `floeline worker-passwd USER` prints such a line for a
 password read from the terminal (or stdin). Passwords are never stored, only salted
 hashes; a request's password is hashed the same way and compared in constant time, and
-an unknown user costs the same hash as a known one, so timing tells nothing. The file is
-read once when the REST server starts."""
+an unknown user costs the same hash as a known one, so timing tells nothing. A hash
+holds 16 MB while it runs, so at most _HASHES_AT_ONCE run at once: many clients sending
+wrong passwords together wait their turn instead of multiplying the worker's memory.
+The file is read once when the REST server starts."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ REALM = "floeline"
 _N, _R, _P = 2 ** 14, 8, 1
 _SCHEME = "scrypt"
 _VERIFIED_KEPT = 256
+_HASHES_AT_ONCE = 2
 
 
 def hash_password(password: str, salt: bytes | None = None, n: int = _N, r: int = _R, p: int = _P) -> str:
@@ -59,6 +62,7 @@ class Users:
         self._key = os.urandom(32)
         self._verified: OrderedDict[bytes, None] = OrderedDict()
         self._lock = threading.Lock()
+        self._hashing = threading.BoundedSemaphore(_HASHES_AT_ONCE)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -67,7 +71,8 @@ class Users:
         """True when `user` is listed and `password` is theirs. Constant time in the
         password; an unknown user is hashed against a decoy so it costs the same."""
         n, r, p, salt, expected = self._entries.get(user, self._decoy)
-        digest = _scrypt(password, salt, n, r, p)
+        with self._hashing:
+            digest = _scrypt(password, salt, n, r, p)
         return hmac.compare_digest(digest, expected) and user in self._entries
 
     def check_header(self, header: str | None) -> bool:

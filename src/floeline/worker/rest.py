@@ -6,30 +6,39 @@ tests/worker/test_rest_shapes.py checks them against a real Connect worker. Wher
 Connect answers 500 for a client's mistake (malformed or empty JSON, a connector
 unknown to restart, an unknown plugin to validate) floeline answers 400 or 404.
 
-The server is the standard library's threading HTTP server: one thread per request,
-none holding a lock while it waits, so slow clients or many at once do not touch the
-connectors' queries (the herder's methods return at once; pause, resume, stop are
-asynchronous as in Connect). Configs go out masked (masking.py); a masked secret sent
-back keeps the stored one. Optional Basic auth (auth.py) and TLS come from the worker's
-keys:
+The server is the standard library's threading HTTP server with a thread per
+connection, at most floeline.worker.rest.max.connections of them: a connection over
+the bound gets 503 at once from the accepting thread, never a thread. Each request is
+checked in an order that keeps a client without credentials from costing memory: its
+credentials from the headers (401, and a declared body is never read: the connection
+closes), then its framing and declared length (400, 413), then its body, read in
+pieces within the clocks and limits of limits.py (413 the moment a chunked body passes
+the limit). No handler holds a lock while it waits, so slow clients do not touch the
+connectors' queries (pause, resume, stop are asynchronous as in Connect). Configs go
+out masked (masking.py); a masked secret sent back keeps the stored one. Optional Basic
+auth (auth.py) and TLS come from the worker's keys:
 
     listeners=http://127.0.0.1:8083 | https://HOST:PORT   (one listener; port 0: any free)
     listeners.https.ssl.certificate.location=PEM certificate (chain)
     listeners.https.ssl.key.location=PEM private key (or in the certificate's file)
     listeners.https.ssl.key.password=the key's passphrase, if it has one
     rest.auth.users.file=users file (auth.py)
+    floeline.worker.rest.max.connections=64  connections served at once (settings.py)
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
 import ssl
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -39,17 +48,17 @@ from prometheus_client.exposition import choose_encoder
 from floeline import __version__
 from floeline.errors import ConfigError
 from floeline.secrets import scrub
-from floeline.worker import validation
+from floeline.worker import limits, validation
 from floeline.worker.auth import REALM, USERS_FILE_KEY, Users, load_users
 from floeline.worker.errors import BadRequest, NotFound, RestError
 from floeline.worker.masking import mask_config, mask_info, mask_tasks, unmask_config
+from floeline.worker.settings import DEFAULT_MAX_CONNECTIONS, MAX_CONNECTIONS_KEY, max_connections
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LISTENER = "http://127.0.0.1:8083"
 HEALTHY = {"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."}
 INITIAL_STATES = ("RUNNING", "PAUSED", "STOPPED")
-_MAX_BODY = 16 * 1024 * 1024
 
 
 # ---------------------------------------------------------------- settings
@@ -65,6 +74,7 @@ class RestSettings:
     key: str | None = None
     key_password: str | None = None
     users_file: str | None = None
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
 
     @staticmethod
     def from_properties(props: Mapping[str, str]) -> RestSettings:
@@ -86,7 +96,7 @@ class RestSettings:
                               "use https://HOST:PORT or remove them")
         return RestSettings(scheme, host, port, cert, key,
                             _blank_none(props.get("listeners.https.ssl.key.password")),
-                            _blank_none(props.get(USERS_FILE_KEY)))
+                            _blank_none(props.get(USERS_FILE_KEY)), max_connections(props))
 
     def tls_context(self) -> ssl.SSLContext | None:
         if self.scheme != "https":
@@ -382,7 +392,7 @@ def _put_name(config: dict, name: str) -> None:
 # ---------------------------------------------------------------- routing
 
 _NAME = r"(?P<name>[^/]+)"
-_TASK = r"(?P<task>[0-9]+)"
+_TASK = r"(?P<task>[0-9]{1,9})"
 _PLUGIN = r"(?P<plugin>[^/]+)"
 ROUTES: list[tuple[re.Pattern, dict[str, str]]] = [(re.compile(f"^{p}$"), m) for p, m in [
     ("/", {"GET": "root"}),
@@ -434,9 +444,59 @@ def route(api: ConnectApi, req: Request) -> Reply:
 
 # ---------------------------------------------------------------- the server
 
+_AUTH_REQUIRED = ("Authentication required: send HTTP Basic credentials of a user in the worker's "
+                  "rest.auth.users.file")
+
+
 class _Server(ThreadingHTTPServer):
+    """A thread per connection, at most `max_connections` at once: a connection over the
+    bound is answered 503 by the accepting thread and closed, so a flood of connections
+    costs kernel buffers, not threads."""
+
     daemon_threads = True
-    request_queue_size = 512  # many clients at once queue instead of being refused
+    block_on_close = False  # stopping the worker does not wait for slow clients
+    request_queue_size = 512  # a burst of connections waits in the kernel's backlog
+
+    def __init__(self, address, handler, max_connections: int):
+        self.max_connections = max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._refused_logged = 0.0
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def _refuse(self, request) -> None:
+        """503, written without reading the request; a TLS connection is only closed (its
+        handshake would need a thread)."""
+        message = (f"The worker serves at most {self.max_connections} connections at once "
+                   f"({MAX_CONNECTIONS_KEY}); try again")
+        if not isinstance(request, ssl.SSLSocket):
+            body = json.dumps({"error_code": 503, "message": message}).encode()
+            head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n")
+            try:
+                request.setblocking(False)
+                request.send(head.encode() + body)
+            except OSError:
+                pass
+        self.shutdown_request(request)
+        if time.monotonic() - self._refused_logged > 60:
+            self._refused_logged = time.monotonic()
+            log.warning("REST: %s (refused a connection with 503; logged at most once a minute)", message)
 
 
 class RestServer:
@@ -448,10 +508,11 @@ class RestServer:
         self.users: Users | None = load_users(self.settings.users_file) if self.settings.users_file else None
         self.herder = herder
         self.api = ConnectApi(herder, lambda: self.url)
-        self._server = _Server((self.settings.host, self.settings.port), _handler_for(self))
+        self._server = _Server((self.settings.host, self.settings.port), _handler_for(self),
+                               self.settings.max_connections)
         context = self.settings.tls_context()
         if context is not None:
-            # The handshake runs on the request's thread (first read), not in accept().
+            # The handshake runs on the connection's thread (Handler.setup), not in accept().
             self._server.socket = context.wrap_socket(self._server.socket, server_side=True,
                                                       do_handshake_on_connect=False)
         self.port = self._server.server_address[1]
@@ -479,73 +540,97 @@ def _handler_for(server: RestServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = f"floeline/{__version__}"
-        timeout = 120  # a client silent this long (mid-request or idle keep-alive) is dropped
+        default_request_version = "HTTP/1.0"  # every answer has a status line (no HTTP/0.9)
+
+        def setup(self):
+            """The connection read through limits.py's clocks (StreamRequestHandler's
+            makefile() would read without them)."""
+            self.connection = self.request
+            if isinstance(self.connection, ssl.SSLSocket):
+                self.connection.settimeout(limits.HEAD_S)
+                self.connection.do_handshake()
+            self.clock = limits.ClockedSocket(self.connection)
+            self.rfile = io.BufferedReader(self.clock)
+            self.wfile = _SocketWriter(self.connection)
+
+        def handle_one_request(self):
+            """One request: the standard library's, within limits.py's clocks and head
+            budget, and with every method routed (an unknown one is Connect's 405/404,
+            not 501)."""
+            self.clock.await_request()
+            try:
+                self.raw_requestline = self.rfile.readline(limits.HEAD_BYTES + 1)
+                if not self.raw_requestline:
+                    self.close_connection = True
+                    return
+                if self.parse_request():
+                    self._serve()
+                    self.wfile.flush()
+            except limits.HeadTooLarge as exc:
+                self.send_error(431, str(exc))
+            except TimeoutError:
+                self.close_connection = True
+
+        def handle_expect_100(self):
+            return True  # "100 Continue" only once the credentials and length are checked (_reply)
+
+        def send_error(self, code, message=None, explain=None):
+            """The standard library's own refusals (a bad request line, too many headers)
+            in Connect's error body; the connection closes."""
+            self.close_connection = True
+            self._send(error_reply(code, message or HTTPStatus(code).phrase))
 
         def _serve(self) -> None:
             try:
                 reply = self._reply()
-            except _Unreadable as exc:
+            except limits.BodyTooLarge as exc:
+                reply = error_reply(413, str(exc))
+                self.close_connection = True
+            except limits.Unreadable as exc:
                 reply = error_reply(400, str(exc))
                 self.close_connection = True
             self._send(reply)
 
         def _reply(self) -> Reply:
-            parts = urlsplit(self.path)
-            body = self._read_body()
             if server.users is not None and not server.users.check_header(self.headers.get("Authorization")):
-                return error_reply(401, "Authentication required: send HTTP Basic credentials of a "
-                                        "user in the worker's rest.auth.users.file",
+                if limits.declares_body(self.headers):
+                    self.close_connection = True  # the body is never read
+                return error_reply(401, _AUTH_REQUIRED,
                                    {"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'})
+            length = limits.framing(self.headers)
+            if length != 0 and self.headers.get("Expect", "").lower() == "100-continue" \
+                    and self.request_version >= "HTTP/1.1":
+                self.send_response_only(100)
+                self.end_headers()
+            self.clock.read_body()
+            body = limits.read_body(self.rfile, length)
+            try:
+                parts = urlsplit(self.path)
+            except ValueError as exc:
+                raise limits.Unreadable(f"the request target {self.path[:80]!r} is not a path: {exc}") from None
             request = Request(self.command, parts.path, parse_qs(parts.query, keep_blank_values=True),
                               body, self.headers)
             return route(server.api, request)
-
-        def _read_body(self) -> bytes:
-            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                return self._read_chunked()
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                raise _Unreadable("Content-Length is not a number") from None
-            if length > _MAX_BODY:
-                raise _Unreadable(f"the request body is larger than {_MAX_BODY} bytes")
-            return self.rfile.read(length) if length > 0 else b""
-
-        def _read_chunked(self) -> bytes:
-            data = b""
-            while True:
-                size_line = self.rfile.readline(1024).split(b";")[0].strip()
-                try:
-                    size = int(size_line, 16)
-                except ValueError:
-                    raise _Unreadable("malformed chunked request body") from None
-                if size == 0:
-                    while self.rfile.readline(1024).strip():
-                        pass
-                    return data
-                data += self.rfile.read(size)
-                self.rfile.readline(16)
-                if len(data) > _MAX_BODY:
-                    raise _Unreadable(f"the request body is larger than {_MAX_BODY} bytes")
 
         def _send(self, reply: Reply) -> None:
             payload = reply.raw
             if payload is None and reply.body is not None:
                 payload = json.dumps(reply.body).encode("utf-8")
             try:
+                self.connection.settimeout(limits.IDLE_S)  # a client that does not read is dropped
                 self.send_response(reply.status)
                 for key, value in (reply.headers or {}).items():
                     self.send_header(key, value)
                 if payload is not None:
                     self.send_header("Content-Type", reply.content_type)
                 self.send_header("Content-Length", str(len(payload or b"")))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 if payload and self.command != "HEAD":
                     self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
                 self.close_connection = True
-
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve  # noqa: N815
 
         def handle(self):
             try:
@@ -559,6 +644,15 @@ def _handler_for(server: RestServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _Unreadable(Exception):
-    """The request's body cannot be read (bad length or chunking)."""
+class _SocketWriter(io.BufferedIOBase):
+    """Writes go to the socket whole (as socketserver's private writer does)."""
 
+    def __init__(self, sock):
+        self._sock = sock
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._sock.sendall(data)
+        return len(data)

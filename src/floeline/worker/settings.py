@@ -11,6 +11,8 @@ connector it runs inherits unless the connector sets its own.
     floeline.worker.batch.slots=N           how many connectors' micro-batches run at once; the others
                                             wait for a slot (default: twice Spark's default parallelism,
                                             4 on local[2]; 0: no limit)
+    floeline.worker.rest.max.connections=64 connections the REST listener serves at once; more get
+                                            503 at once, not a thread each (Connect has no such key)
     rest.* / listeners.https.*              the REST server's keys (rest.py reads them)
 
 Inherited by connectors, as a Connect worker's are (a connector's own value wins):
@@ -42,11 +44,14 @@ from floeline.errors import ConfigError
 
 DEFAULT_LISTENER = "http://127.0.0.1:8083"
 DEFAULT_LEASE_TIMEOUT_MS = 30000
+MAX_CONNECTIONS_KEY = "floeline.worker.rest.max.connections"
+DEFAULT_MAX_CONNECTIONS = 64
 
 # The worker's own keys.
 OWN_KEYS = frozenset({
     "listeners", "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master",
     "floeline.pipes", "floeline.worker.lease.timeout.ms", "floeline.worker.batch.slots",
+    MAX_CONNECTIONS_KEY,
 })
 # Keys the REST server reads (rest.py): handed over as they are.
 REST_PREFIXES = ("rest.", "listeners.https.")
@@ -181,6 +186,10 @@ def worker_settings_from_dict(props: Mapping[str, str]) -> WorkerSettings:
         problems.append(f"floeline.worker.batch.slots={slots!r}: accepted values: a whole number of "
                         f"micro-batches that run at once (0: no limit)")
         slots = None
+    try:
+        max_connections(props)
+    except ConfigError as exc:
+        problems.append(str(exc))
     s3 = None
     if locations.is_s3(warehouse) or locations.is_s3(checkpoint or ""):
         try:
@@ -199,6 +208,16 @@ def worker_settings_from_dict(props: Mapping[str, str]) -> WorkerSettings:
         rest_settings=MappingProxyType({k: v for k, v in props.items() if k.startswith(REST_PREFIXES)}),
         ignored_keys=tuple(sorted(k for k in props if _ignored(k))),
         properties=MappingProxyType(props), warehouse_s3=s3)
+
+
+def max_connections(props: Mapping[str, str]) -> int:
+    """floeline.worker.rest.max.connections: how many connections the REST listener
+    serves at once (rest.py)."""
+    value = (props.get(MAX_CONNECTIONS_KEY) or "").strip() or str(DEFAULT_MAX_CONNECTIONS)
+    if not re.fullmatch(r"[0-9]{1,6}", value) or int(value) < 1:
+        raise ConfigError(f"{MAX_CONNECTIONS_KEY}={value!r}: accepted values: a whole number of "
+                          f"connections >= 1 (default {DEFAULT_MAX_CONNECTIONS})")
+    return int(value)
 
 
 def _inherited(key: str) -> bool:
