@@ -17,7 +17,7 @@ from floeline.sources.kafka import KafkaCluster, group_id, produce
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.offsets_changes import (OffsetsChange, changed_positions,
                                                 commit_offsets_change, offsets_changes)
-from floeline.warehouse.positions import read_committed
+from floeline.warehouse.positions import committed_in_log
 from floeline.worker.errors import BadRequest
 from floeline.worker.offsets import ALTERED, RESET, alter_offsets, connector_offsets, reset_offsets
 
@@ -152,7 +152,7 @@ def test_a_crash_between_the_change_and_the_checkpoint_still_ends_with_the_chang
 
     # The lower-level step alone, as a process that died right after it would leave it.
     ref = Warehouse(config.warehouse).table(config.database, config.schema, topic.upper())
-    held = read_committed(spark, ref, config.name)
+    held = committed_in_log(ref.path, config.name)[0]
     change = OffsetsChange("grace", "alter")
     commit_offsets_change(spark, ref, config.name, held,
                           changed_positions(held, change, {f"{topic}/0": "3"}), change)

@@ -21,7 +21,7 @@ def test_a_commit_that_loses_to_a_concurrent_commit_is_transient(spark, tmp_path
     from floeline.sources.base import Committed
     from floeline.warehouse.catalog import TableRef
     from floeline.warehouse.commits import commit
-    from floeline.warehouse.positions import read_committed
+    from floeline.warehouse.positions import committed_in_log
 
     path = str(tmp_path / "T")
     ref = TableRef("DB", "S", "T", path)
@@ -54,8 +54,8 @@ def test_a_commit_that_loses_to_a_concurrent_commit_is_transient(spark, tmp_path
         alter.join(120)
 
     assert [r["id"] for r in spark.read.format("delta").load(path).collect()] == [0]
-    assert read_committed(spark, ref, "c").positions == {"ch": "0"}  # nothing of the loser
+    assert committed_in_log(ref.path, "c")[0].positions == {"ch": "0"}  # nothing of the loser
     commit(spark.range(1, 4).selectExpr("id", "CAST(NULL AS STRING) AS extra"), ref, "c",
            Committed({"ch": "3"}))  # tried again, it goes through
     assert sorted(r["id"] for r in spark.read.format("delta").load(path).collect()) == [0, 1, 2, 3]
-    assert read_committed(spark, ref, "c").positions == {"ch": "3"}
+    assert committed_in_log(ref.path, "c")[0].positions == {"ch": "3"}

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from floeline.errors import RecordError
-from floeline.warehouse.positions import read_committed
+from floeline.warehouse.positions import committed_in_log
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def test_positions_of_any_length_resume_replay_and_lost_checkpoint(memory_log, m
     assert len(connector.reports) >= 3
     assert_exactly_once(read_table("ORDERS"), {"orders/0": (BIG, 5), "orders/1": (EDGE, 5)})
     # The table holds each channel's last position (a 25-digit one after a 24-digit one).
-    committed = read_committed(spark, _ref(warehouse, "ORDERS"), config.name)
+    committed = committed_in_log(_ref(warehouse, "ORDERS").path, config.name)[0]
     assert committed.positions == {"orders/0": str(BIG + 4), "orders/1": str(EDGE + 4)}
     assert len(str(EDGE + 4)) == len(str(EDGE)) + 1
 
@@ -102,7 +102,7 @@ def test_finished_channel_is_recorded_once_with_the_rows(memory_log, make_config
     memory_log.append("orders/1", "orders", values(10, 2))
     config = make_config()
     run_memory(config)
-    committed = read_committed(spark, _ref(warehouse, "ORDERS"), config.name)
+    committed = committed_in_log(_ref(warehouse, "ORDERS").path, config.name)[0]
     assert committed.finished == {"orders/0"}
     assert committed.positions == {"orders/0": "2", "orders/1": "1"}
 

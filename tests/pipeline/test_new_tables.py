@@ -11,7 +11,7 @@ import pytest
 from delta.tables import DeltaTable
 
 from floeline.errors import RecordError
-from floeline.warehouse.positions import read_committed
+from floeline.warehouse.positions import committed_in_log
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +44,7 @@ def test_a_new_table_is_created_by_the_commit_of_its_first_rows(topics, memory_l
         assert first["version"] == 0 and first["operation"] == "WRITE" and not rest
         assert first["operationMetrics"]["numOutputRows"] == "3"
         # The positions are in the creating commit, with the rows.
-        assert read_committed(spark, _ref(warehouse, topic.upper()), config.name).positions == {f"{topic}/0": "2"}
+        assert committed_in_log(_ref(warehouse, topic.upper()).path, config.name)[0].positions == {f"{topic}/0": "2"}
         properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
         assert properties["floeline.enableSchemaEvolution"] == "true"
         fields = {f.name: (f.dataType.simpleString(), f.nullable) for f in read_table(topic.upper()).schema}

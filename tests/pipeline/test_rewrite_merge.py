@@ -36,10 +36,13 @@ def table_rows(spark, path: str) -> list[tuple]:
     return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
 
 
-def last_commit(spark, path: str):
+def last_commit(spark, path: str, operation: str | None = None):
+    """The table's newest commit (of `operation`: Delta's MERGE statement is followed by
+    a commit of the positions' txn actions, commits.merge)."""
     from delta.tables import DeltaTable
 
-    return DeltaTable.forPath(spark, path).history(1).collect()[0]
+    history = DeltaTable.forPath(spark, path).history(4).collect()
+    return next(c for c in history if operation is None or c["operation"] == operation)
 
 
 BATCH = [(1, "one v2", False), (4, None, True), (9, "nine", False), (12, None, True), (3, "three v2", False)]
@@ -50,7 +53,7 @@ def test_a_rewrite_merge_leaves_what_deltas_merge_leaves(spark, tmp_path):
     from floeline.warehouse import rewrite_merge
     from floeline.warehouse.catalog import TableRef
     from floeline.warehouse.commits import merge
-    from floeline.warehouse.positions import read_committed
+    from floeline.warehouse.positions import committed_in_log
 
     files = [[(1, "one"), (2, "two")], [(3, "three"), (4, "four")], [(5, "five"), (6, "six")]]
     paths = {case: str(tmp_path / case) for case in ("rewrite", "statement")}
@@ -70,9 +73,10 @@ def test_a_rewrite_merge_leaves_what_deltas_merge_leaves(spark, tmp_path):
                                     "numTargetRowsInserted", "numTargetRowsCopied", "numTargetFilesRemoved")} == {
         "numSourceRows": "5", "numTargetRowsUpdated": "2", "numTargetRowsDeleted": "1",
         "numTargetRowsInserted": "1", "numTargetRowsCopied": "1", "numTargetFilesRemoved": "2"}, metrics
-    assert read_committed(spark, TableRef("DB", "S", "REWRITE", paths["rewrite"]), "c").positions == {"ch/0": "7"}
+    assert committed_in_log(paths["rewrite"], "c")[0].positions == {"ch/0": "7"}
     # the third file (keys 5 and 6) was not rewritten
-    assert last_commit(spark, paths["statement"])["operationMetrics"]["numTargetFilesRemoved"] == "2"
+    assert last_commit(spark, paths["statement"], "MERGE")["operationMetrics"]["numTargetFilesRemoved"] == "2"
+    assert committed_in_log(paths["statement"], "c")[0].positions == {"ch/0": "7"}
     assert rewrite_merge.known_files.get(spark, paths["rewrite"], commit["version"]) is not None
 
 
@@ -102,7 +106,7 @@ def test_a_rewrite_merge_that_loses_to_a_concurrent_commit_is_transient(spark, t
     from floeline.sources.base import Committed
     from floeline.warehouse.catalog import TableRef
     from floeline.warehouse.commits import commit, merge
-    from floeline.warehouse.positions import read_committed
+    from floeline.warehouse.positions import committed_in_log
 
     path = str(tmp_path / "T")
     make_table(spark, path, [[(1, "one"), (2, "two")]])
@@ -134,11 +138,11 @@ def test_a_rewrite_merge_that_loses_to_a_concurrent_commit_is_transient(spark, t
               delete="_delete", materialized=True)
     other.join()
     assert table_rows(spark, path) == [(1, "one", "note 1"), (2, "two", "note 2"), (3, "three", "x")]
-    assert read_committed(spark, ref, "c").positions == {}
+    assert committed_in_log(ref.path, "c")[0].positions == {}
     merge(changes(spark, [(1, "one v2", False)]), ref, "c", Committed({"ch/0": "5"}), None,
           keys=KEYS, columns=COLUMNS, delete="_delete", materialized=True)
     assert table_rows(spark, path)[0] == (1, "one v2", "note 1")
-    assert read_committed(spark, ref, "c").positions == {"ch/0": "5"}
+    assert committed_in_log(ref.path, "c")[0].positions == {"ch/0": "5"}
 
 
 def test_a_table_with_change_data_feed_takes_deltas_merge(spark, tmp_path):

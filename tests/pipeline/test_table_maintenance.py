@@ -13,7 +13,7 @@ import pytest
 from floeline.errors import SqlError
 from floeline.sql.script import run_sql
 from floeline.warehouse.catalog import Warehouse
-from floeline.warehouse.positions import read_committed
+from floeline.warehouse.positions import committed_in_log
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +70,7 @@ def test_optimize_compacts_small_files_and_the_connector_resumes_exactly(
     with pytest.raises(SqlError, match=r"VACUUM FLOELINE.PUBLIC.ORDERS failed: .*retention"):
         run_sql(spark, "VACUUM orders RETAIN 0 HOURS", Warehouse(warehouse))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
-    assert read_committed(spark, ref, config.name).positions == {"orders/0": "11", "orders/1": "11"}
+    assert committed_in_log(ref.path, config.name)[0].positions == {"orders/0": "11", "orders/1": "11"}
 
     # The connector resumes after its positions: a lost checkpoint too.
     memory_log.append("orders/0", "orders", values(12, 5))
@@ -105,7 +105,7 @@ def test_auto_compact_setting_compacts_after_commits(memory_log, make_config, ru
     assert file_count(spark, path) < 10
     assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(30))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
-    assert read_committed(spark, ref, config.name).positions == {"orders/0": "29"}
+    assert committed_in_log(ref.path, config.name)[0].positions == {"orders/0": "29"}
 
 
 def test_checkpoints_are_written_beside_the_commits_not_in_them(
@@ -139,4 +139,4 @@ def test_checkpoints_are_written_beside_the_commits_not_in_them(
     assert last - checkpointed[-1] < CHECKPOINT_EVERY, (last, checkpointed)
     assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(25))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
-    assert read_committed(spark, ref, config.name).positions == {"orders/0": "24"}
+    assert committed_in_log(ref.path, config.name)[0].positions == {"orders/0": "24"}

@@ -14,7 +14,7 @@ import time
 import pytest
 from delta.tables import DeltaTable
 
-from floeline.warehouse.positions import read_committed
+from floeline.warehouse.positions import committed_in_log
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +70,7 @@ def test_tables_of_one_kind_of_record_are_written_by_one_job(schematization, mem
         commits = _history(spark, _path(warehouse, topic.upper()))
         assert [(c["operation"], c["operationMetrics"]["numOutputRows"]) for c in commits] == [("WRITE", "2")] * 2
         # The positions are in the commit of the rows, and RECORD_METADATA names each row's source.
-        assert read_committed(spark, _ref(warehouse, topic.upper()), config.name).positions == {f"{topic}/0": "3"}
+        assert committed_in_log(_ref(warehouse, topic.upper()).path, config.name)[0].positions == {f"{topic}/0": "3"}
         meta = read_table(topic.upper()).selectExpr("to_json(RECORD_METADATA) AS m").collect()
         assert sorted(json.loads(r["m"])["position"] for r in meta) == ["0", "1", "2", "3"]
         assert {json.loads(r["m"])["channel"] for r in meta} == {f"{topic}/0"}
@@ -89,7 +89,7 @@ def test_tables_of_one_kind_of_record_are_written_by_one_job(schematization, mem
     assert "write together" in _phases(connector)
     for topic in topics:
         assert read_table(topic.upper()).count() == 5
-        assert read_committed(spark, _ref(warehouse, topic.upper()), config.name).positions == {f"{topic}/0": "4"}
+        assert committed_in_log(_ref(warehouse, topic.upper()).path, config.name)[0].positions == {f"{topic}/0": "4"}
     if schematization == "true":
         assert read_table("ORDERS").where("N = 100").collect()[0]["NAME"] is None
 
@@ -129,7 +129,7 @@ def test_a_record_one_pass_cannot_write_sends_the_batch_to_the_general_path(memo
     assert sorted(int(r["N"]) for r in read_table("REFUNDS").collect()) == [0, 1, 2]
     assert read_table("REFUNDS_ERRORS").count() == 1
     for table, channel in (("ORDERS", "orders/0"), ("REFUNDS", "refunds/0")):
-        assert read_committed(spark, _ref(warehouse, table), config.name).positions == {channel: "3"}
+        assert committed_in_log(_ref(warehouse, table).path, config.name)[0].positions == {channel: "3"}
 
 
 def test_a_table_new_beside_known_ones_learns_its_keys_in_one_pass(memory_log, make_config, spark, read_table):
@@ -181,7 +181,7 @@ def test_a_first_batch_with_a_broken_record_takes_the_general_path(memory_log, m
     assert sorted(int(r["N"]) for r in read_table("REFUNDS").collect()) == [0, 2]
     assert read_table("REFUNDS_ERRORS").count() == 1
     for table, channel in (("ORDERS", "orders/0"), ("REFUNDS", "refunds/0")):
-        assert read_committed(spark, _ref(warehouse, table), config.name).positions == {channel: "2"}
+        assert committed_in_log(_ref(warehouse, table).path, config.name)[0].positions == {channel: "2"}
 
 
 def test_a_record_key_named_like_the_table_column_keeps_tables_apart(memory_log, make_config, run_memory,

@@ -42,7 +42,8 @@ class Pipeline:
                               standby=source.has_standby)
                   if owners_needed(self.warehouse) else None)
         self.tables = Tables(spark, self.warehouse, config.name, owners=owners,
-                             pin_evolution=config.validation == "client_side")
+                             pin_evolution=config.validation == "client_side",
+                             epochs_of=source.epochs_of)
         self.metrics = metrics  # the connector's (see Connector): what batches add to its counters
         self.bad = BadRecords(config, source, dead_letter_queue_for(config, spark, self.tables),
                               self.metrics)
@@ -104,6 +105,8 @@ class Pipeline:
             for channel, position in held.positions.items():
                 result.positions.setdefault(channel, position)
             result.finished |= held.finished
+            for route, epoch in held.epochs.items():
+                result.epochs.setdefault(route, epoch)
         result.earliest -= set(result.positions) | result.finished
         return result
 

@@ -12,6 +12,7 @@ connector still adds the new column), so the first read of a run holds for the r
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from floeline.sources.base import Committed, position_after
@@ -54,6 +55,8 @@ class TableState:
     # A new table whose first append's commit creates it (tables.NewTable): until then
     # `schema` is its columns and nothing of it is on disk.
     creation: tables.NewTable | None = None
+    # The source's epochs of the routes of some channels (Source.epochs_of).
+    epochs_of: Callable[[set[str]], dict[str, str]] = field(default=lambda _channels: {}, repr=False)
 
     def holds(self, channel: str, position: str | None) -> bool:
         """True when the table already holds `channel` up to `position` or further."""
@@ -63,10 +66,12 @@ class TableState:
         return not position_after(position, committed)
 
     def after(self, positions: dict[str, str], finished=frozenset()) -> Committed:
-        """This table's positions once `positions` and `finished` are committed."""
+        """This table's positions once `positions` and `finished` are committed, with
+        the epochs of their routes as the source reads them."""
         held = self.committed
+        epochs = {**held.epochs, **self.epochs_of(set(positions) | set(finished))}
         return Committed({**held.positions, **positions}, held.finished | set(finished),
-                         held.earliest - set(positions) - set(finished), held.change)
+                         held.earliest - set(positions) - set(finished), held.change, epochs)
 
     # ---- changes: only through these ---------------------------------------------
 
@@ -166,6 +171,7 @@ class Tables:
     states: dict[str, TableState] = field(default_factory=dict)
     owners: TableOwners | None = None
     pin_evolution: bool = False
+    epochs_of: Callable[[set[str]], dict[str, str]] = field(default=lambda _channels: {}, repr=False)
 
     def check_owned(self) -> None:
         """Before a commit: this connector still owns its tables (S3; else nothing)."""
@@ -177,7 +183,8 @@ class Tables:
         if state is None:
             if self.owners is not None:
                 self.owners.acquire(ref)
-            state = TableState(ref, self._held(ref), pins_evolution=self.pin_evolution)
+            state = TableState(ref, self._held(ref), pins_evolution=self.pin_evolution,
+                               epochs_of=self.epochs_of)
             self.states[ref.full_name] = state
         elif state.committed_unsure:
             state.committed_through(self._held(ref))

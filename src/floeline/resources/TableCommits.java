@@ -20,6 +20,7 @@ import org.apache.spark.sql.delta.OptimisticTransaction;
 import org.apache.spark.sql.delta.Snapshot;
 import org.apache.spark.sql.delta.actions.Action;
 import org.apache.spark.sql.delta.actions.Metadata;
+import org.apache.spark.sql.delta.actions.SetTransaction;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.execution.metric.SQLMetrics;
 import scala.Option;
@@ -80,6 +81,20 @@ public final class TableCommits {
         return new TableCommits(spark, started);
     }
 
+    /** The txn (SetTransaction) actions of `entries`, a JSON object {appId: version},
+     *  set now: one py4j call for what took one per action (warehouse/commits.py). */
+    public static scala.collection.immutable.Seq<Action> txnActions(String entries) throws IOException {
+        JsonNode named = JSON.readTree(entries);
+        long now = System.currentTimeMillis();
+        List<Action> actions = new ArrayList<>();
+        var ids = named.fieldNames();
+        while (ids.hasNext()) {
+            String appId = ids.next();
+            actions.add(new SetTransaction(appId, named.get(appId).asLong(), Option.apply((Object) now)));
+        }
+        return CollectionConverters.asScala(actions).toList();
+    }
+
     /** Per table, in start's order: {"readVersion": n, "metaData": the table's metaData
      *  action (absent for a table that does not exist yet)}, as a JSON array. */
     public String tables() throws IOException {
@@ -99,7 +114,8 @@ public final class TableCommits {
      * commit. `request` (JSON): {"folder": the table's path, "files": [{"source": where
      * the file is, "add": its add action without path and partitionValues}],
      * "metaData": the metaData action creating the table (only for a new one),
-     * "userMetadata": the commit's, "metrics": {name: count} (operationMetrics)}.
+     * "userMetadata": the commit's, "txns": {appId: version} (the positions' txn
+     * actions, warehouse/position_txns.py), "metrics": {name: count} (operationMetrics)}.
      * Returns, as JSON, what the commit left: {"version", "checkpointVersion",
      * "interval" (the table's delta.checkpointInterval, or null), "id" (the table's)}.
      * A failure is thrown as it is: nothing of it is committed.
@@ -124,6 +140,10 @@ public final class TableCommits {
             ObjectNode action = JSON.createObjectNode();
             action.set("add", add);
             actions.add(Action.fromJson(action.toString()));
+        }
+        JsonNode txns = asked.get("txns");
+        if (txns != null && !txns.isNull()) {
+            actions.addAll(CollectionConverters.asJava(txnActions(txns.toString())));
         }
         JsonNode metaData = asked.get("metaData");
         if (metaData != null && !metaData.isNull()) {

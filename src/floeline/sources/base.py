@@ -93,12 +93,17 @@ class Committed:
     reset to their earliest record that have committed nothing since, which start at
     the source's earliest record, not at its own fallback (consumer group, lease table,
     initial position); and `change`: the id of the latest offsets change these positions
-    follow from, which a Spark checkpoint made before it must not override."""
+    follow from, which a Spark checkpoint made before it must not override.
+
+    `epochs`: per route, the identity of the route the positions were read from (a
+    Kafka topic's id, 32 hex digits), so that a topic deleted and created again under
+    the same name is told apart from the one the positions belong to."""
 
     positions: dict[str, str] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     earliest: set[str] = field(default_factory=set)
     change: str | None = None
+    epochs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,10 @@ class Source(Protocol):
 
     def before_commit(self) -> None:
         """Raise when this connector may no longer commit (a Kinesis lease taken over)."""
+
+    def epochs_of(self, channels) -> dict[str, str]:
+        """The epochs (Committed.epochs) of the routes of `channels` as this run reads
+        them, committed with their positions; {} for a source whose routes have none."""
 
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         """Mirror committed positions where the source's tools look (Kafka consumer

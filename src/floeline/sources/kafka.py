@@ -187,6 +187,9 @@ class KafkaSource:
     def before_commit(self) -> None:
         pass
 
+    def epochs_of(self, channels) -> dict[str, str]:
+        return {}
+
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         """Advance the consumer group to the new positions (lag tooling only)."""
         nexts = {topic_partition(c): int(p) + 1 for c, p in positions.items()}

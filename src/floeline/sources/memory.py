@@ -169,6 +169,9 @@ class MemorySource:
     def before_commit(self) -> None:
         pass
 
+    def epochs_of(self, channels) -> dict[str, str]:
+        return {}
+
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         pass
 

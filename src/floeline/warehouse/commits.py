@@ -1,6 +1,7 @@
 """The one way floeline commits rows to a Delta table: the rows and the connector's
-channel positions (warehouse/positions.py) in the same commit's userMetadata, after
-the check that the table is still this connector's; a full disk is a StorageFull,
+channel positions in the same commit, as txn actions (position_txns.py: Delta's
+checkpoints keep them) and in its userMetadata (positions.py: DESCRIBE HISTORY shows
+them), after the check that the table is still this connector's; a full disk is a StorageFull,
 any other failure a TableError. Every path that commits uses it: the one-pass path,
 the table sink, the SNOWPIPE sink, the error table and the load of staged files
 (COPY, pipes), which puts its files' load history beside the positions; `merge` is
@@ -11,10 +12,13 @@ failures), and `FilesCommits` for data files one job wrote for several tables
 Idempotence: the positions are the key. Each table holds, committed atomically with
 its rows, the last position of every channel that wrote to it; a replayed batch is
 filtered against them (its rows the table holds are dropped), whether Spark replays
-the batch or its checkpoint was lost. Delta's own idempotent writes (txnAppId and
-txnVersion) are deliberately not used: keyed by Spark's batch id, they would make
-Delta silently skip every write of a query whose checkpoint was deleted (its batch
-ids start again at 0), losing those rows."""
+the batch or its checkpoint was lost. Delta's own idempotent writes (the txnAppId and
+txnVersion write options) are deliberately not used: keyed by Spark's batch id, they
+would make Delta silently skip every write of a query whose checkpoint was deleted
+(its batch ids start again at 0), losing those rows. The txn actions here are only
+written, never compared by Delta: every commit goes through a transaction of our own
+(`append` runs the DataFrame writer's own WriteIntoDelta in it) so that they are in
+the same commit as the rows."""
 
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ from floeline.sources.base import Committed
 from floeline.warehouse import checkpoints, load_history, rewrite_merge, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import FileLoad
+from floeline.warehouse.delta_jvm import scala_map, scala_seq, txn_actions
+from floeline.warehouse.position_txns import txn_entries
 from floeline.warehouse.positions import commit_entry
 from floeline.warehouse.session_settings import USER_METADATA_SETTING, session_settings
 
@@ -49,12 +55,12 @@ DELTA_CONFLICT_CONDITIONS = re.compile(
 
 
 def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
-           check_owned: Callable[[], None] | None = None, mode: str = "append", *,
+           check_owned: Callable[[], None] | None = None, *,
            loads: list[FileLoad] | None = None, what: str | None = None,
            extra: dict | None = None, create: tables.NewTable | None = None) -> None:
-    """Write `frame` to the table `ref` in one Delta commit (save mode `mode`) whose
-    userMetadata holds `connector`'s positions `after` (the table's, once the commit
-    is in; none when `connector` is None) and, for a load of staged files, `loads`
+    """Append `frame` to the table `ref` in one Delta commit that holds `connector`'s
+    positions `after` (the table's, once the commit is in; none when `connector` is
+    None) and whose userMetadata holds them and, for a load of staged files, `loads`
     (their load history); `extra`: more keys beside them (an offsets change's record,
     warehouse/offsets_changes.py). `check_owned` runs first (the table is still this
     connector's, and whatever the source needs). `what`: the failure's wording.
@@ -66,26 +72,51 @@ def commit(frame, ref: TableRef, connector: str | None, after: Committed | None,
     metadata = user_metadata(connector, after, loads)
     if extra:
         metadata = json.dumps({**json.loads(metadata), **extra})
-    if create is not None and mode == "append":
+    positions = (connector, after) if connector is not None else None
+    if create is not None:
         existed = tables.folder_exists(ref)
         try:
-            if _append_creating(frame, ref, metadata, create):
+            if _append_creating(frame, ref, metadata, create, positions):
                 checkpoints.after_commit(frame.sparkSession, ref.path)
                 return
         except Exception as exc:
             tables.discard_failed_creation(ref, existed)
             raise commit_failure(exc, what, ref) from exc
-    if create is not None:
         tables.create_new_table(frame.sparkSession, ref, create)
     try:
-        (frame.write.format("delta").mode(mode)
-         .option("userMetadata", metadata).save(ref.path))
+        _append(frame, ref, metadata, positions)
     except Exception as exc:
         raise commit_failure(exc, what, ref) from exc
     checkpoints.after_commit(frame.sparkSession, ref.path)
 
 
-def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable) -> bool:
+def _append(frame, ref: TableRef, metadata: str, positions: tuple[str, Committed] | None) -> None:
+    """What `frame.write.format("delta").mode("append").option("userMetadata", ...)
+    .save(path)` does (Delta's WriteIntoDelta: the table's schema rules, constraints,
+    generated and identity columns), in a transaction whose commit also holds the
+    positions' txn actions."""
+    spark = frame.sparkSession
+    jvm = spark._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    none = jvm.scala.Option.empty()
+    append = jvm.org.apache.spark.sql.SaveMode.Append
+    log = delta.DeltaLog.forTable(spark._jsparkSession, ref.path)
+    txn = log.startTransaction()
+    options = delta.DeltaOptions(scala_map(spark, {"userMetadata": metadata}),
+                                 spark._jsparkSession.sessionState().conf())
+    write = delta.commands.WriteIntoDelta(log, append, options, scala_seq(spark, []), scala_map(spark, {}),
+                                          frame._jdf, none, none, False)
+    data = write.writeAndReturnCommitData(txn, spark._jsparkSession, none, False)
+    actions = data.actions()
+    if positions is not None:
+        actions = actions.appendedAll(txn_actions(spark, txn_entries(*positions, txn.readVersion() + 1)))
+    operation = delta.DeltaOperations.Write(append, none, none, jvm.scala.Option.apply(metadata),
+                                            none, none, none, none, none)
+    txn.commitIfNeeded(actions, operation, data.stringTags())
+
+
+def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable,
+                     positions: tuple[str, Committed] | None) -> bool:
     """Create the table in the commit of its first rows, through Delta's transaction
     API (what CREATE TABLE AS SELECT does, minus its failure mode: a failed write
     leaves files but no log, so the table is still new to the next try). False, with
@@ -106,6 +137,8 @@ def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable
         return False
     txn.updateMetadataForNewTable(delta.actions.Action.fromJson(table.metadata_json(schema_json)))
     files = txn.writeFiles(frame._jdf)
+    if positions is not None:
+        files = files.appendedAll(txn_actions(spark, txn_entries(*positions, 0)))
     none = jvm.scala.Option.empty()
     # WRITE (mode Append) with the userMetadata, as the DataFrame append records it.
     operation = delta.DeltaOperations.Write(jvm.org.apache.spark.sql.SaveMode.Append, none, none,
@@ -117,7 +150,8 @@ def _append_creating(frame, ref: TableRef, metadata: str, table: tables.NewTable
 class FilesCommits:
     """The commits of data files one write made for several tables (shared_write.py),
     each table's with the positions in its userMetadata as `commit` puts them, one
-    py4j call each (resources/TableCommits.java: in Python a commit took about 40).
+    py4j call each (resources/TableCommits.java: in Python a commit took about 40), and
+    the positions' txn actions in the same commit.
     Started before the files are written, as a Delta write's transaction is, so a
     commit conflicts with what another writer committed meanwhile. `usable[i]`:
     whether table i takes the files as they are (else the caller writes the tables'
@@ -131,8 +165,9 @@ class FilesCommits:
     def __init__(self, spark, refs: list[TableRef], java_commits, creations: list[tables.NewTable | None],
                  fields: list[tuple[str, str]]):
         self.spark, self.refs, self._java = spark, refs, java_commits
-        self.creations, self.usable, self._schemas = [], [], []
+        self.creations, self.usable, self._schemas, self._read_versions = [], [], [], []
         for table, create in zip(json.loads(java_commits.tables()), creations):
+            self._read_versions.append(table["readVersion"])
             if table["readVersion"] < 0:
                 schema_json = create.schema_json(spark) if create is not None else None
                 self.creations.append(create)
@@ -177,6 +212,7 @@ class FilesCommits:
             "files": [{"source": f.source, "add": f.add} for f in files],
             "metaData": json.loads(create.metadata_json(self._schemas[index])) if create is not None else None,
             "userMetadata": user_metadata(connector, after),
+            "txns": txn_entries(connector, after, self._read_versions[index] + 1),
             # The commit's operationMetrics as an append's, which DESCRIBE HISTORY shows:
             # the write that counted them was another transaction's.
             "metrics": {"numFiles": len(adds), "numOutputBytes": sum(int(a.get("size") or 0) for a in adds),
@@ -241,14 +277,19 @@ def merge(source, ref: TableRef, connector: str, after: Committed,
     (2 Spark jobs, the table's file list kept in memory), any other Delta's MERGE
     statement without its own copy of the source (merge.materializeSource). Delta's
     MERGE takes no userMetadata option: the session setting is set for the statement
-    (session_settings.py)."""
+    (session_settings.py). Nor can its commit take more than one txn action: the
+    positions' txn actions follow in a commit of their own (`_commit_txns`). Until they
+    do, the MERGE's userMetadata is newer than them and is what a start reads
+    (positions.committed_in_log); were they never written and the log cleaned up
+    since, a start would replay the last MERGE, which by primary key (last change
+    wins) leaves the table as it is."""
     if check_owned is not None:
         check_owned()
     what = what or f"merging into table {ref.full_name}"
     metadata = user_metadata(connector, after)
     if materialized and not truncate:
         try:
-            if rewrite_merge.rewrite_merge(source, ref, keys, columns, delete, metadata):
+            if rewrite_merge.rewrite_merge(source, ref, keys, columns, delete, metadata, (connector, after)):
                 return
         except Exception as exc:
             raise commit_failure(exc, what, ref) from exc
@@ -265,7 +306,23 @@ def merge(source, ref: TableRef, connector: str, after: Committed,
         raise commit_failure(exc, what, ref) from exc
     finally:
         session.catalog.dropTempView(view)
+    try:
+        _commit_txns(session, ref, metadata, connector, after)
+    except Exception as exc:
+        raise commit_failure(exc, f"{what} (recording its positions as txn actions)", ref) from exc
     checkpoints.after_commit(session, ref.path)
+
+
+def _commit_txns(spark, ref: TableRef, metadata: str, connector: str, after: Committed) -> None:
+    """A commit of no rows holding `connector`'s positions `after` as txn actions (and
+    `metadata` as its userMetadata)."""
+    jvm = spark._jvm
+    delta = jvm.org.apache.spark.sql.delta
+    none = jvm.scala.Option.empty()
+    txn = delta.DeltaLog.forTable(spark._jsparkSession, ref.path).startTransaction()
+    operation = delta.DeltaOperations.Write(jvm.org.apache.spark.sql.SaveMode.Append, none, none,
+                                            jvm.scala.Option.apply(metadata), none, none, none, none, none)
+    txn.commit(txn_actions(spark, txn_entries(connector, after, txn.readVersion() + 1)), operation)
 
 
 def merge_sql(path: str, view: str, keys: list[tuple[str, str]], columns: list[tuple[str, str]],

@@ -1,9 +1,15 @@
 """Small pieces for talking to Delta's Java API through py4j: Scala collections in and
 out, and a transaction's operation metrics (what DESCRIBE HISTORY shows for a commit
-whose rows another write counted). Used by rewrite_merge.py."""
+whose rows another write counted). Used by rewrite_merge.py and commits.py."""
 
 from __future__ import annotations
 
+import json
+import time
+
+from py4j.protocol import Py4JError
+
+from floeline.jvm import TABLE_COMMITS_CLASS
 from floeline.spark import java_class
 
 
@@ -13,6 +19,14 @@ def scala_seq(spark, items: list):
     for item in items:
         array.add(item)
     return java_class(spark, "scala.jdk.javaapi.CollectionConverters").asScala(array).toList()
+
+
+def scala_map(spark, items: dict[str, str]):
+    """A Scala immutable Map of strings."""
+    result = getattr(java_class(spark, "scala.collection.immutable.Map$"), "MODULE$").empty()
+    for key, value in items.items():
+        result = result.updated(key, value)
+    return result
 
 
 def python_list(collection) -> list:
@@ -34,3 +48,16 @@ def register_metrics(spark, txn, values: dict[str, int]) -> None:
         metric.set(int(value))
         metrics = metrics.updated(name, metric)
     txn.registerSQLMetrics(spark._jsparkSession, metrics)
+
+
+def txn_actions(spark, entries: dict[str, int]):
+    """Delta txn (SetTransaction) actions of `entries` (appId -> version), set now, as
+    a Scala Seq: one call to floeline's table commits jar, else one call per action."""
+    try:
+        return java_class(spark, TABLE_COMMITS_CLASS).txnActions(json.dumps(entries))
+    except Py4JError:  # no floeline table commits jar in the session
+        now = int(time.time() * 1000)
+        from_json = spark._jvm.org.apache.spark.sql.delta.actions.Action.fromJson
+        return scala_seq(spark, [from_json(json.dumps({"txn": {"appId": app_id, "version": version,
+                                                               "lastUpdated": now}}))
+                                 for app_id, version in entries.items()])

@@ -9,7 +9,8 @@ Two readings, each right for what it answers:
   version down. Checkpoints hold no commitInfo (no userMetadata), so they add nothing
   here; Delta keeps each JSON commit for delta.logRetentionDuration (30 days by
   default), the same commits DeltaTable.history() reads.
-- The current snapshot (its live files, and so its row count): the newest complete
+- The current snapshot (its live files, and so its row count; its txn actions, where
+  positions are kept for good, position_txns.py): the newest complete
   checkpoint (classic `<v>.checkpoint.parquet`, multi-part
   `<v>.checkpoint.<part>.<parts>.parquet`, or V2 `<v>.checkpoint.<uuid>.json|parquet`
   with its sidecar files), then every JSON commit after it, in order. A file is
@@ -116,10 +117,13 @@ def _checkpoints(names: list[str], directory: str, up_to: int) -> list[tuple[int
                   reverse=True)
 
 
+_SNAPSHOT_ACTIONS = ("add", "remove", "sidecar", "txn")
+
+
 def _read_checkpoint_file(files: Storage, path: str) -> list[dict]:
-    """The add, remove and sidecar actions of one checkpoint file (parquet or JSON)."""
+    """The add, remove, sidecar and txn actions of one checkpoint file (parquet or JSON)."""
     if path.endswith(".json"):
-        return [a for a in _actions(files, path) if {"add", "remove", "sidecar"} & a.keys()]
+        return [a for a in _actions(files, path) if set(_SNAPSHOT_ACTIONS) & a.keys()]
     import io
 
     import pyarrow.parquet as pq
@@ -128,7 +132,7 @@ def _read_checkpoint_file(files: Storage, path: str) -> list[dict]:
     if data is None:
         raise FileNotFoundError(path)
     parquet = pq.ParquetFile(io.BytesIO(data))
-    wanted = [c for c in ("add", "remove", "sidecar") if c in parquet.schema_arrow.names]
+    wanted = [c for c in _SNAPSHOT_ACTIONS if c in parquet.schema_arrow.names]
     table = parquet.read(columns=wanted)
     actions = []
     for column in wanted:
@@ -159,34 +163,65 @@ def _file_key(action: dict) -> tuple[str, str | None]:
     return action["path"], dv_id
 
 
-def live_files(table_path: str, files: Storage | None = None) -> list[dict]:
-    """The add actions of the table's current snapshot (its live data files)."""
+def _snapshot_actions(table_path: str, files: Storage | None) -> tuple[list[dict], int]:
+    """The actions that make the table's current snapshot, in order (its newest
+    complete checkpoint's, then every JSON commit's after it), and its version (-1:
+    no table)."""
     store = _files(table_path, files)
     directory = log_dir(table_path)
     names = _names(store, directory)
-    versions = sorted(int(m.group(1)) for m in map(_COMMIT.match, names) if m)
+    versions = [int(m.group(1)) for m in map(_COMMIT.match, names) if m]
+    versions += [int(m.group(1)) for m in map(_CHECKPOINT.match, names) if m]
     if not versions:
-        return []
-    latest = versions[-1]
-    files: dict[tuple[str, str | None], dict] = {}
+        return [], -1
+    latest = max(versions)
+    actions: list[dict] = []
     start = 0
     for version, checkpoint in _checkpoints(names, directory, latest):
         try:
             actions = _checkpoint_actions(store, directory, checkpoint)
         except (OSError, ValueError):  # being written, or cleaned up: an older one
             continue
-        for action in actions:
-            if "add" in action:
-                files[_file_key(action["add"])] = action["add"]
         start = version + 1
         break
     for version in range(start, latest + 1):
-        for action in _actions(store, _commit_file(directory, version)):
-            if "add" in action:
-                files[_file_key(action["add"])] = action["add"]
-            elif "remove" in action:
-                files.pop(_file_key(action["remove"]), None)
-    return list(files.values())
+        actions.extend(_actions(store, _commit_file(directory, version)))
+    return actions, latest
+
+
+def live_files(table_path: str, files: Storage | None = None) -> list[dict]:
+    """The add actions of the table's current snapshot (its live data files)."""
+    live: dict[tuple[str, str | None], dict] = {}
+    for action in _snapshot_actions(table_path, files)[0]:
+        if "add" in action:
+            live[_file_key(action["add"])] = action["add"]
+        elif "remove" in action:
+            live.pop(_file_key(action["remove"]), None)
+    return list(live.values())
+
+
+@dataclass(frozen=True)
+class Transactions:
+    """A snapshot's txn actions: each appId's latest version and when it was set (ms
+    since the epoch, None when not recorded), at the snapshot's `version`."""
+
+    versions: dict[str, int]
+    updated_ms: dict[str, int | None]
+    version: int
+
+
+def transactions(table_path: str, files: Storage | None = None) -> Transactions:
+    """The txn actions of the table's current snapshot (the latest per appId)."""
+    versions: dict[str, int] = {}
+    updated: dict[str, int | None] = {}
+    actions, version = _snapshot_actions(table_path, files)
+    for action in actions:
+        txn = action.get("txn")
+        if txn:
+            versions[txn["appId"]] = int(txn["version"])
+            stamp = txn.get("lastUpdated")
+            updated[txn["appId"]] = int(stamp) if stamp is not None else None
+    return Transactions(versions, updated, version)
 
 
 def row_count(table_path: str, files: Storage | None = None) -> int | None:

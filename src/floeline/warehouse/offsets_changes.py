@@ -41,7 +41,8 @@ def changed_positions(held: Committed, change: OffsetsChange, positions: dict[st
     """The table's positions after `change` sets `positions` (channel -> the last
     position taken as committed; None: start at the channel's earliest record) and
     marks `finished` channels done (a Kinesis shard read to its end)."""
-    after = Committed(dict(held.positions), set(held.finished), set(held.earliest), change.id)
+    after = Committed(dict(held.positions), set(held.finished), set(held.earliest), change.id,
+                      dict(held.epochs))
     for channel, position in positions.items():
         after.finished.discard(channel)
         if position is None:

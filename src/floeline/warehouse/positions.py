@@ -1,13 +1,15 @@
 """Channel positions kept in the destination table.
 
-Each commit floeline makes to a table carries, in the Delta commit's userMetadata
-(written atomically with the rows), the last position of every channel of that
-connector that ever wrote to the table, and the channels that are finished (a closed
-Kinesis shard). So the table alone says where to resume: a replayed batch, a lost
-Spark checkpoint or a killed process never duplicates or loses rows.
+Each commit floeline makes to a table carries, written atomically with the rows, the
+last position of every channel of that connector that ever wrote to the table, and the
+channels that are finished (a closed Kinesis shard). So the table alone says where to
+resume: a replayed batch, a lost Spark checkpoint or a killed process never duplicates
+or loses rows. They are written twice: as txn actions (position_txns.py), which Delta's
+checkpoints keep for good, and in the commit's userMetadata, which DESCRIBE HISTORY
+shows for as long as the log keeps the commit (30 days by default).
 
-`floeline status` reads the same positions from the table's Delta log files without
-Spark (committed_in_log, through delta_log.py).
+The connector, `floeline status` and the worker's offsets API read them from the
+table's Delta log files without Spark (committed_in_log, through delta_log.py).
 
 An offsets change (worker/offsets.py) is an empty commit whose entry holds the new
 positions, the channels reset to their earliest record (`earliest`) and the change's id
@@ -27,7 +29,7 @@ import json
 from floeline.records.content import sql_string
 from floeline.sources.base import Committed, position_after_sql
 from floeline.warehouse import delta_log
-from floeline.warehouse.catalog import TableRef
+from floeline.warehouse.position_txns import held_in_txns, stamp_app_id
 
 _MARK = "floeline.channels"
 
@@ -43,6 +45,8 @@ def commit_entry(connector: str, committed: Committed) -> dict:
         entry["earliest"] = sorted(earliest)
     if committed.change is not None:
         entry["change"] = committed.change
+    if committed.epochs:
+        entry["epochs"] = dict(sorted(committed.epochs.items()))
     return {_MARK: entry}
 
 
@@ -65,7 +69,7 @@ def parse_commit_metadata(text: str | None, connector: str) -> Committed | None:
         return Committed({f"{t}/{int(p)}": str(int(o)) for t, p, o in entry["offsets"]})
     return Committed({str(c): str(p) for c, p in entry.get("positions", {}).items()},
                      set(entry.get("finished", [])), set(entry.get("earliest", [])),
-                     entry.get("change"))
+                     entry.get("change"), {str(r): str(e) for r, e in entry.get("epochs", {}).items()})
 
 
 def committed_filter_sql(committed: Committed) -> str | None:
@@ -79,32 +83,26 @@ def committed_filter_sql(committed: Committed) -> str | None:
     return f"({held} IS NULL OR {position_after_sql('position', held)})"
 
 
-def read_committed(spark, ref: TableRef, connector: str) -> Committed:
-    """What this connector last committed to the table, from the newest commit that
-    carries its positions; empty for a new table."""
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, ref.path):
-        return Committed()
-    rows = (DeltaTable.forPath(spark, ref.path).history()
-            .where(f"userMetadata LIKE '%{_MARK}%'")
-            .select("version", "userMetadata").orderBy("version", ascending=False).collect())
-    for row in rows:
-        committed = parse_commit_metadata(row["userMetadata"], connector)
-        if committed is not None:
-            return committed
-    return Committed()
-
-
 def committed_in_log(table_path: str, connector: str,
                      files=None) -> tuple[Committed, delta_log.Commit | None]:
     """What this connector last committed to the table, read from its Delta log without
     Spark (`files`: the warehouse's storage), and the commit that holds it (None when no
-    commit does)."""
+    commit does).
+
+    The snapshot's txn actions are the truth (position_txns.py: they outlive the log's
+    clean-up); a commit with this connector's positions in its userMetadata that is
+    newer than them wins: a table no commit has yet written txns to (an older floeline),
+    or a MERGE statement's commit whose txns had not followed yet (commits.merge)."""
     if not delta_log.is_table(table_path, files):
         return Committed(), None
+    txns = delta_log.transactions(table_path, files)
+    held = held_in_txns(connector, txns.versions)
     for commit in delta_log.commits_newest_first(table_path, files):
+        if held is not None and commit.version <= held.stamp:
+            break
         committed = parse_commit_metadata(commit.user_metadata, connector)
         if committed is not None:
             return committed, commit
-    return Committed(), None
+    if held is None:
+        return Committed(), None
+    return held.committed, delta_log.Commit(held.stamp, txns.updated_ms.get(stamp_app_id(connector)), None)

@@ -24,10 +24,12 @@ import time
 import uuid
 
 from floeline.records.content import quote_column
+from floeline.sources.base import Committed
 from floeline.spark import java_class
 from floeline.warehouse import checkpoints
 from floeline.warehouse.catalog import TableRef
-from floeline.warehouse.delta_jvm import python_list, register_metrics, scala_seq
+from floeline.warehouse.delta_jvm import python_list, register_metrics, scala_seq, txn_actions
+from floeline.warehouse.position_txns import txn_entries
 from floeline.warehouse.session_settings import USER_METADATA_SETTING, session_settings
 
 # Table settings a rewrite by this module keeps right (floeline's own, and ones that do
@@ -113,9 +115,10 @@ def usable(metadata: dict) -> bool:
 
 
 def rewrite_merge(source, ref: TableRef, keys: list[tuple[str, str]], columns: list[tuple[str, str]],
-                  delete: str, user_metadata: str) -> bool:
+                  delete: str, user_metadata: str, positions: tuple[str, Committed] | None = None) -> bool:
     """MERGE `source` into `ref` as commits.merge describes (same `keys`, `columns`,
-    `delete`; one source row per key), in one commit with `user_metadata`. False,
+    `delete`; one source row per key), in one commit with `user_metadata` and the txn
+    actions of `positions` (a connector and its positions after the commit). False,
     with nothing done, when the table is not plain (`usable`) or lacks a column the
     source gives; Delta's MERGE is then the way."""
     spark = source.sparkSession
@@ -152,7 +155,10 @@ def rewrite_merge(source, ref: TableRef, keys: list[tuple[str, str]], columns: l
         "rewriteTimeMs": time.time() - scanned})
     known_files.forget(ref.path)
     with session_settings(spark, {USER_METADATA_SETTING: user_metadata}):
-        committed = txn.commit(scala_seq(spark, removed + added), operation)
+        actions = scala_seq(spark, removed + added)
+        if positions is not None:
+            actions = actions.appendedAll(txn_actions(spark, txn_entries(*positions, version + 1)))
+        committed = txn.commit(actions, operation)
     files.committed(committed, touched, added)
     known_files.put(spark, ref.path, files)
     checkpoints.after_commit(spark, ref.path)

@@ -224,6 +224,9 @@ class KinesisSource:
         if self._leased:
             self.leases.check()
 
+    def epochs_of(self, channels) -> dict[str, str]:
+        return {}
+
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         """Advance the lease table's checkpoints (KCL tooling sees progress)."""
         if not self._leased:
