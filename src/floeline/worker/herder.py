@@ -24,6 +24,16 @@ resolved when it starts and kept as written in the store. A connector's own
 floeline.metrics.port is ignored (the worker serves every connector's metrics on its
 REST listener's /metrics), with a logged notice.
 
+Two locks keep the herder coherent without one slow request stalling the others. The
+herder's lock guards the connectors' in-memory state and is held only while that state
+is read or changed, never across a store write (an S3 PUT on an s3a warehouse) or a
+wait. Each connector's changes (create, config, target state, delete, offsets) are
+ordered by a lock of its own, held across its store write and the change that follows,
+so two requests about one connector happen one after the other and the store and the
+memory agree after each; requests about other connectors, and every read, go on
+meanwhile. A change reaches memory only once the store has it: a failed write changes
+nothing.
+
 The connectors share the session's cores: at most floeline.worker.batch.slots of their
 micro-batches run at once (default: twice Spark's default parallelism), the others wait
 for a slot before they read anything. Twenty connectors catching up at once otherwise
@@ -34,6 +44,7 @@ of the rows/s of twenty connectors' first batches, four lost none)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -190,6 +201,7 @@ class Herder:
         self._lock = threading.RLock()
         self._out_lock = threading.Lock()
         self._runners: dict[str, _Runner] = {}
+        self._orders: dict[str, list] = {}  # name -> [its ordering lock, how many hold or wait for it]
         self._closing = False
         self._batch_slots: threading.BoundedSemaphore | None = None  # made with the first connector
 
@@ -222,6 +234,22 @@ class Herder:
         deadline = time.monotonic() + STOP_WAIT_S
         for runner in runners:
             runner.thread.join(max(0.1, deadline - time.monotonic()))
+
+    @contextlib.contextmanager
+    def _ordered(self, name: str):
+        """Hold connector `name`'s ordering lock (see the module doc); re-entrant, and
+        forgotten once nobody holds or waits for it."""
+        with self._lock:
+            entry = self._orders.setdefault(name, [threading.RLock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._orders[name]
 
     # ---- connectors' configs -----------------------------------------------------------
 
@@ -287,78 +315,84 @@ class Herder:
         if initial_state not in TARGET_STATES:
             raise BadRequest(f"initial_state {initial_state!r} is not one of {', '.join(TARGET_STATES)}")
         config = self._validated(name, config)
-        with self._lock:
-            if name in self._runners and not self._runners[name].deleted:
-                raise AlreadyExists(f"Connector {name} already exists")
-            if initial_offsets:
-                # As Connect: created STOPPED, its offsets applied, then its initial state.
-                self.store.save(name, config, "STOPPED")
-            else:
-                self.store.save(name, config, initial_state)
-            runner = _Runner(self, name, config, "STOPPED" if initial_offsets else initial_state)
-            self._runners[name] = runner
-        if initial_offsets:
-            try:
-                self._offsets_module().alter_offsets(self.connector_config(name, config), self.spark,
-                                                     initial_offsets, self._requested_by())
-            except BaseException:
-                with self._lock:
-                    self._runners.pop(name, None)
-                    self.store.delete(name)
-                raise
+        with self._ordered(name):
             with self._lock:
+                if name in self._runners:
+                    raise AlreadyExists(f"Connector {name} already exists")
+            # As Connect, with offsets: created STOPPED, its offsets applied, then its initial state.
+            first = "STOPPED" if initial_offsets else initial_state
+            self.store.save(name, config, first)
+            runner = _Runner(self, name, config, first)
+            with self._lock:
+                self._runners[name] = runner
+            if initial_offsets:
+                try:
+                    self._offsets_module().alter_offsets(self.connector_config(name, config), self.spark,
+                                                         initial_offsets, self._requested_by())
+                except BaseException:
+                    with self._lock:
+                        self._runners.pop(name, None)
+                    self.store.delete(name)
+                    raise
                 self.store.save(name, config, initial_state)
-                runner.target = initial_state
-                runner.state = "UNASSIGNED" if initial_state == "RUNNING" else initial_state
-        runner.thread.start()
-        runner.wake.set()
+                with self._lock:
+                    runner.target = initial_state
+                    runner.state = "UNASSIGNED" if initial_state == "RUNNING" else initial_state
+            runner.thread.start()
+            runner.wake.set()
 
     def config(self, name: str) -> dict[str, str]:
         with self._lock:
             return dict(self._runner(name).config)
 
     def put_config(self, name: str, config: dict[str, str]) -> bool:
-        with self._lock:
-            exists = name in self._runners and not self._runners[name].deleted
-        if not exists:
-            try:
+        with self._ordered(name):
+            with self._lock:
+                exists = name in self._runners
+            if not exists:
                 self.create(name, config)
-            except AlreadyExists:  # created by another request meanwhile: update it
-                pass
-            else:
                 return True
-        self._update(name, self._validated(name, config))
-        return False
+            self._update(name, self._validated(name, config))
+            return False
 
     def patch_config(self, name: str, patch: dict[str, str | None]) -> dict[str, str]:
-        merged = self.config(name)
-        for key, value in patch.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        merged = self._validated(name, merged)
-        self._update(name, merged)
-        return dict(merged)
+        with self._ordered(name):
+            merged = self.config(name)
+            for key, value in patch.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            merged = self._validated(name, merged)
+            self._update(name, merged)
+            return dict(merged)
 
     def _update(self, name: str, config: dict[str, str]) -> None:
         """Store the new config and run the connector again with it (when it runs)."""
-        with self._lock:
-            runner = self._runner(name)
-            self.store.save(name, config, runner.target)
-            runner.config = dict(config)
-            runner.request(retry=True)
+        with self._ordered(name):
+            with self._lock:
+                target = self._runner(name).target
+            self.store.save(name, config, target)
+            with self._lock:
+                runner = self._runner(name)
+                runner.config = dict(config)
+                runner.request(retry=True)
 
     def delete(self, name: str) -> None:
-        with self._lock:
-            runner = self._runner(name)
-            runner.deleted = True
+        """Forget the connector in the store, then stop it and wait (up to STOP_WAIT_S)
+        for its batch in flight; only requests about this connector wait with it."""
+        with self._ordered(name):
+            with self._lock:
+                self._runner(name)
             self.store.delete(name)
-            runner.request()
-        runner.thread.join(STOP_WAIT_S)
-        with self._lock:
-            if self._runners.get(name) is runner:
-                del self._runners[name]
+            with self._lock:
+                runner = self._runner(name)
+                runner.deleted = True
+                runner.request()
+            runner.thread.join(STOP_WAIT_S)
+            with self._lock:
+                if self._runners.get(name) is runner:
+                    del self._runners[name]
         forget_connector(name)  # its series leave /metrics with it
 
     # ---- what a connector is -----------------------------------------------------------
@@ -409,10 +443,11 @@ class Herder:
     # ---- target states -------------------------------------------------------------------
 
     def _set_target(self, name: str, target: str) -> None:
-        with self._lock:
-            runner = self._runner(name)
-            self.store.save(name, runner.config, target)
-            runner.request(target=target)
+        with self._ordered(name):
+            config = self.config(name)
+            self.store.save(name, config, target)
+            with self._lock:
+                self._runner(name).request(target=target)
 
     def pause(self, name: str) -> None:
         self._set_target(name, "PAUSED")
@@ -479,12 +514,14 @@ class Herder:
         return {"offsets": self._offsets_module().connector_offsets(cfg, self.spark)}
 
     def alter_offsets(self, name: str, offsets: list[dict]) -> str:
-        cfg = self._stopped_config(name)
-        return self._offsets_module().alter_offsets(cfg, self.spark, offsets, self._requested_by())
+        with self._ordered(name):  # a resume meanwhile waits until the offsets are written
+            cfg = self._stopped_config(name)
+            return self._offsets_module().alter_offsets(cfg, self.spark, offsets, self._requested_by())
 
     def reset_offsets(self, name: str) -> str:
-        cfg = self._stopped_config(name)
-        return self._offsets_module().reset_offsets(cfg, self.spark, self._requested_by())
+        with self._ordered(name):
+            cfg = self._stopped_config(name)
+            return self._offsets_module().reset_offsets(cfg, self.spark, self._requested_by())
 
     # ---- one run of a connector -------------------------------------------------------------
 
