@@ -8,6 +8,7 @@ import sys
 import time
 import traceback
 
+from floeline import command_help
 from floeline.errors import FloelineError
 from floeline.secrets import scrub
 from floeline.signals import stop_signals
@@ -215,6 +216,8 @@ def _cmd_pipes(args) -> int:
 def _cmd_kafka(args) -> int:
     from floeline.dev import kafka as devkafka
 
+    if args.action == "produce":
+        return _kafka_produce(args)
     if args.action == "start":
         print(f"bootstrap.servers={devkafka.start(args.state_dir, args.port, secure=args.secure)}")
         if args.secure:
@@ -230,6 +233,57 @@ def _cmd_kafka(args) -> int:
         running = devkafka.running_bootstrap(args.state_dir, secure=args.secure)
         print(f"bootstrap.servers={running}" if running else "not running")
         return 0 if running else 1
+    return 0
+
+
+def _kafka_produce(args) -> int:
+    """`floeline kafka produce TOPIC [FILE|-]`: JSON lines into a topic (dev/produce.py)."""
+    from floeline.dev import kafka as devkafka
+    from floeline.dev.produce import parse_headers, produce_kafka
+
+    headers = parse_headers(args.header)
+    records = _read_json_lines(args.file, args.key_field)
+    bootstrap = (args.bootstrap_servers or devkafka.running_bootstrap(args.state_dir)
+                 or f"127.0.0.1:{devkafka.default_port()}")
+    sent = produce_kafka(bootstrap, args.topic, records, headers, partitions=args.partitions)
+    print(f"produced {sent} record{'s' * (sent != 1)} to topic {args.topic!r} at "
+          f"bootstrap.servers={bootstrap}")
+    return 0
+
+
+def _read_json_lines(path: str, key_field: str | None):
+    """The records of a JSON-lines file, or of stdin for `-`."""
+    from floeline.dev.produce import read_lines
+
+    if path == "-":
+        return read_lines(sys.stdin, "stdin", key_field)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return read_lines(f, path, key_field)
+    except OSError as exc:
+        raise FloelineError(f"cannot read {path}: {exc.strerror}; give a file of JSON lines, "
+                            f"or - for stdin") from None
+
+
+def _cmd_kinesis(args) -> int:
+    """`floeline kinesis produce STREAM [FILE|-]`: JSON lines into a stream, by default
+    the local Kinesis of `floeline aws start` when it runs (dev/produce.py)."""
+    import boto3
+
+    from floeline.dev import aws as devaws
+    from floeline.dev.produce import produce_kinesis
+
+    records = _read_json_lines(args.file, args.key_field)
+    endpoint = args.endpoint or devaws.running_endpoints(args.state_dir).get("kinesis")
+    if endpoint is None and args.endpoint is None and args.create:
+        raise FloelineError("--create makes a stream on a local Kinesis, and none runs: start "
+                            "it with `floeline aws start`, or name one with --endpoint URL")
+    local = {"aws_access_key_id": "floeline", "aws_secret_access_key": "floeline"} \
+        if endpoint and "127.0.0.1" in endpoint else {}
+    client = boto3.client("kinesis", endpoint_url=endpoint, region_name=args.region, **local)
+    sent = produce_kinesis(args.stream, records, client, create=args.create, shards=args.shards)
+    print(f"put {sent} record{'s' * (sent != 1)} into Kinesis stream {args.stream!r}"
+          + (f" at {endpoint}" if endpoint else ""))
     return 0
 
 
@@ -347,25 +401,33 @@ def _cmd_worker_passwd(args) -> int:
     return 0
 
 
+_HELP_FORMAT = argparse.RawDescriptionHelpFormatter
+
+
+def _help(command: str) -> dict:
+    """A subcommand's epilog: its main settings, defaults and docs page (command_help.py)."""
+    return {"epilog": command_help.EPILOGS[command], "formatter_class": _HELP_FORMAT}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="floeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("run", help="run a connector (Kafka Connect properties or REST JSON)")
-    p.add_argument("config")
+    p = sub.add_parser("run", help="run a connector (Kafka Connect properties or REST JSON)", **_help("run"))
+    p.add_argument("config", help="the connector's config: a .properties file or Kafka Connect REST JSON")
     p.add_argument("--until-caught-up", action="store_true",
                    help="process what the topics hold now, then exit 0")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("worker", help="run many connectors in one warm Spark session, driven by "
-                                      "Kafka Connect's REST API (see docs/worker.md)")
+                                      "Kafka Connect's REST API", **_help("worker"))
     p.add_argument("config", nargs="?", help="worker.properties (default: every default: "
                                              "listeners=http://127.0.0.1:8083, ./warehouse)")
     p.set_defaults(func=_cmd_worker)
 
     p = sub.add_parser("submit", help="run a connector (or, with --worker, a worker) on a cluster "
                                       "with spark-submit (the job `run` or `worker` runs); "
-                                      "arguments after `--` go to spark-submit")
+                                      "arguments after `--` go to spark-submit", **_help("submit"))
     p.add_argument("config", nargs="?")
     p.add_argument("--worker", metavar="WORKER_PROPERTIES",
                    help="run `floeline worker WORKER_PROPERTIES` under spark-submit instead of a connector")
@@ -382,19 +444,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the spark-submit command line instead of running it")
     p.set_defaults(func=_cmd_submit)
 
-    p = sub.add_parser("validate", help="check a connector config and show topic -> table")
+    p = sub.add_parser("validate", help="check a connector config and show topic -> table", **_help("validate"))
     p.add_argument("config")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("status", help="per table and channel: committed position, the source's "
-                                      "latest and lag, last commit, error counts (no Spark)")
+                                      "latest and lag, last commit, error counts (no Spark)", **_help("status"))
     p.add_argument("config")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_status)
 
     p = sub.add_parser("sql", help="run Snowflake-flavoured SQL on the warehouse: queries, "
                                    "CREATE/DROP/ALTER/SHOW/DESCRIBE TABLE, PIPE, INTERACTIVE TABLE, "
-                                   "STAGE, FILE FORMAT; LIST @stage; COPY INTO")
+                                   "STAGE, FILE FORMAT; LIST @stage; COPY INTO", **_help("sql"))
     p.add_argument("statement", nargs="?",
                    help="the statement(s), separated by ';'; '-' or nothing reads stdin")
     p.add_argument("-f", "--file", help="a file of statements separated by ';'")
@@ -403,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_sql)
 
     p = sub.add_parser("pipes", help="run the warehouse's auto-ingest pipes: load the files "
-                                     "that land in their stages, each once")
+                                     "that land in their stages, each once", **_help("pipes"))
     p.add_argument("action", choices=("run",))
     p.add_argument("--warehouse", help="warehouse root (default $FLOELINE_WAREHOUSE or ./warehouse)")
     p.add_argument("--until-caught-up", action="store_true",
@@ -411,17 +473,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--poll", type=float, default=1.0, help="seconds between polls of the stages")
     p.set_defaults(func=_cmd_pipes)
 
-    p = sub.add_parser("kafka", help="the local single-node Kafka broker for demos and tests")
-    p.add_argument("action", choices=("start", "stop", "status"))
-    p.add_argument("--state-dir", help="broker state (default $FLOELINE_KAFKA_STATE or ./.floeline/kafka)")
-    p.add_argument("--port", type=int, help="listener port (default $FLOELINE_KAFKA_PORT or 19092; "
-                                            "--secure: $FLOELINE_KAFKA_SECURE_PORT or 19094)")
-    p.add_argument("--secure", action="store_true",
-                   help="the secured broker: SASL_SSL only (PLAIN and SCRAM-SHA-512, TLS), state in "
-                        "$FLOELINE_KAFKA_SECURE_STATE or ./.floeline/kafka-secure")
+    p = sub.add_parser("kafka", help="the local single-node Kafka broker for quick starts, demos "
+                                     "and tests; `produce`: JSON lines into a topic", **_help("kafka"))
+    actions = p.add_subparsers(dest="action", required=True)
+    for action, text in (("start", "start the local broker (or find it running)"),
+                         ("stop", "stop the local broker"),
+                         ("status", "bootstrap.servers of the running local broker (exit 1: none)")):
+        a = actions.add_parser(action, help=text)
+        a.add_argument("--state-dir", help="broker state (default $FLOELINE_KAFKA_STATE or "
+                                           "./.floeline/kafka)")
+        a.add_argument("--secure", action="store_true",
+                       help="the secured broker: SASL_SSL only (PLAIN and SCRAM-SHA-512, TLS), state "
+                            "in $FLOELINE_KAFKA_SECURE_STATE or ./.floeline/kafka-secure")
+        if action == "start":
+            a.add_argument("--port", type=int, help="listener port (default $FLOELINE_KAFKA_PORT or "
+                                                    "19092; --secure: $FLOELINE_KAFKA_SECURE_PORT or 19094)")
+    a = actions.add_parser("produce", help="send JSON lines (one record each) to a topic",
+                           epilog=command_help.KAFKA_PRODUCE, formatter_class=_HELP_FORMAT)
+    a.add_argument("topic")
+    a.add_argument("file", nargs="?", default="-", help="a file of JSON lines; - or nothing: stdin")
+    a.add_argument("--bootstrap-servers", help="the broker (default: the local broker of "
+                                               "`floeline kafka start`, 127.0.0.1:19092)")
+    a.add_argument("--key-field", help="the top-level field whose value is each record's key")
+    a.add_argument("--header", action="append", metavar="NAME=VALUE",
+                   help="a header on every record (repeatable)")
+    a.add_argument("--partitions", type=int, default=1, help="partitions of a topic created here (1)")
+    a.add_argument("--state-dir", help="the local broker's state (default $FLOELINE_KAFKA_STATE or "
+                                       "./.floeline/kafka)")
     p.set_defaults(func=_cmd_kafka)
 
-    p = sub.add_parser("aws", help="local Kinesis and DynamoDB endpoints for demos and tests")
+    p = sub.add_parser("kinesis", help="put JSON lines (one record each) into a Kinesis stream")
+    actions = p.add_subparsers(dest="action", required=True)
+    a = actions.add_parser("produce", help="put JSON lines (one record each) into a stream",
+                           epilog=command_help.KINESIS_PRODUCE, formatter_class=_HELP_FORMAT)
+    a.add_argument("stream")
+    a.add_argument("file", nargs="?", default="-", help="a file of JSON lines; - or nothing: stdin")
+    a.add_argument("--key-field", help="the top-level field whose value is each record's partition key")
+    a.add_argument("--create", action="store_true", help="create the stream when missing")
+    a.add_argument("--shards", type=int, default=1, help="shards of a stream created here (1)")
+    a.add_argument("--endpoint", help="the Kinesis endpoint (default: the local one of "
+                                      "`floeline aws start` when it runs, else AWS)")
+    a.add_argument("--region", default="us-east-1", help="the AWS region (us-east-1)")
+    a.add_argument("--state-dir", help="the local AWS state (default $FLOELINE_AWS_STATE or ./.floeline/aws)")
+    p.set_defaults(func=_cmd_kinesis)
+
+    p = sub.add_parser("aws", help="local Kinesis and DynamoDB endpoints for demos and tests", **_help("aws"))
     p.add_argument("action", choices=("start", "stop", "status"))
     p.add_argument("--state-dir", help="state (default $FLOELINE_AWS_STATE or ./.floeline/aws)")
     p.add_argument("--kinesis-port", type=int,
@@ -436,7 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="ORDERS events through a local Kafka broker (default) or a "
                                     "local Kinesis stream -> a Delta table, printed; firehose: "
-                                    "Firehose -> S3 -> SQS -> an auto-ingest pipe")
+                                    "Firehose -> S3 -> SQS -> an auto-ingest pipe", **_help("demo"))
     p.add_argument("source", nargs="?", choices=("kafka", "kinesis", "firehose"), default="kafka")
     p.add_argument("--warehouse", default="./warehouse")
     p.set_defaults(func=_cmd_demo)

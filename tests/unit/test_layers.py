@@ -57,6 +57,7 @@ LAYERS = {
     # just below the CLI, so no product module (anything below the CLI) may import them.
     "floeline.dev": DEV,
     "floeline.cli": CLI,
+    "floeline.command_help": CLI,  # what `floeline <command> --help` says after the arguments
     "floeline.demo": CLI,
     "floeline.submit": CLI,
 }

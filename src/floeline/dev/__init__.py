@@ -8,5 +8,6 @@ directory:
   aws.py           kinesis-local and moto's server: Kinesis, DynamoDB, S3, SQS, Firehose
   cluster.py       a Spark standalone cluster (tests of `floeline submit`)
   services.py      what they share: launch, stop, ports, the start lock
+  produce.py       JSON lines into a topic or a stream (`floeline kafka|kinesis produce`)
 
 The product never imports this package; it sits just below the command line."""

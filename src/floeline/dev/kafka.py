@@ -54,7 +54,8 @@ def state_path(state_dir: Path | str | None = None, secure: bool = False) -> Pat
     return _state_dir(state_dir, secure)
 
 
-def _default_port(secure: bool = False) -> int:
+def default_port(secure: bool = False) -> int:
+    """The local broker's port: FLOELINE_KAFKA_PORT (or _SECURE_PORT), else 19092 (19094)."""
     raw = os.environ.get("FLOELINE_KAFKA_SECURE_PORT" if secure else "FLOELINE_KAFKA_PORT")
     if not raw:
         return DEFAULT_SECURE_PORT if secure else DEFAULT_PORT
@@ -139,7 +140,7 @@ def start(state_dir: Path | str | None = None, port: int | None = None,
             _wait_until_serving(bootstrap, lambda: _is_our_broker(pid, state), state, timeout_s,
                                 client(bootstrap))
             return bootstrap
-        return _launch(state, port if port is not None else _default_port(secure), timeout_s,
+        return _launch(state, port if port is not None else default_port(secure), timeout_s,
                        secure)
 
 
@@ -378,6 +379,44 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
         raise FloelineError(f"topic {name!r} on {bootstrap} already exists with "
                             f"{len(topic.partitions)} partitions, not {partitions}; "
                             f"delete it or use another topic name")
+
+
+def topic_exists(bootstrap: str, name: str, timeout_s: float = 10) -> bool:
+    """True when the broker lists topic `name`; a broker that does not answer is a
+    FloelineError saying how to start the local one."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+    try:
+        return name in admin.list_topics(timeout=timeout_s).topics
+    except KafkaException as exc:
+        raise FloelineError(f"no Kafka broker answers at bootstrap.servers={bootstrap} ({exc}); "
+                            f"start the local one with `floeline kafka start`, or name "
+                            f"yours with --bootstrap-servers HOST:PORT") from None
+
+
+def delete_topic(bootstrap: str, name: str, timeout_s: float = 30) -> None:
+    """Delete a topic and wait until the broker no longer lists it, so that one created
+    under the same name right after is a new topic (with a new topic id)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([name], operation_timeout=30)[name].result(timeout=60)
+    deadline = time.monotonic() + timeout_s
+    while name in admin.list_topics(timeout=10).topics:
+        if time.monotonic() > deadline:
+            raise SetupError(f"topic {name!r} on {bootstrap} is still listed {timeout_s:.0f}s after its deletion")
+        time.sleep(0.1)
+
+
+def add_partitions(bootstrap: str, name: str, total: int) -> None:
+    """Grow a topic to `total` partitions and wait until each has a leader."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(name, total)], operation_timeout=30)[name].result(timeout=60)
+    create_topic(bootstrap, name, total)  # waits for the leaders; the topic exists
 
 
 # ---------------------------------------------------------------- processes
