@@ -51,6 +51,7 @@ def test_framing_is_checked_before_any_body_byte():
                       ((("Content-Length", "-1"),), "not a number"),
                       ((("Content-Length", "1"), ("Content-Length", "2")), "several different"),
                       ((("Transfer-Encoding", "gzip, chunked"),), "not supported"),
+                      ((("Transfer-Encoding", "chunked"), ("Transfer-Encoding", "gzip")), "not supported"),
                       ((("Transfer-Encoding", "chunked"), ("Content-Length", "5")), "both")]:
         with pytest.raises(limits.Unreadable, match=says):
             limits.framing(headers(*bad))
@@ -58,6 +59,8 @@ def test_framing_is_checked_before_any_body_byte():
     assert limits.declares_body(headers(("Content-Length", "3")))
     assert limits.declares_body(headers(("Transfer-Encoding", "chunked")))
     assert not limits.declares_body(headers(("Content-Length", "0")))
+    assert not limits.declares_body(headers())
+    assert limits.declares_body(headers(("Content-Length", "0"), ("Content-Length", "5")))
 
 
 def test_chunked_bodies_with_extensions_and_trailers():

@@ -27,7 +27,7 @@ HEAD_BYTES = 64 * 1024
 HEAD_S = 10.0
 BODY_S = 60.0
 IDLE_S = 30.0
-_PIECE = 256 * 1024
+_PIECE = 64 * 1024
 _CHUNK_LINE = 1024
 _TRAILERS = 64
 _CHUNK_SIZE = re.compile(rb"[0-9a-fA-F]{1,16}")
@@ -50,9 +50,8 @@ def framing(headers: Mapping[str, str], limit: int = MAX_BODY) -> int | None:
     when chunked. Framing a server could read two ways (Transfer-Encoding and
     Content-Length both, two different lengths) is refused, as request smuggling
     relies on it."""
-    encoding = (headers.get("Transfer-Encoding") or "").strip().lower()
-    given = headers.get_all("Content-Length") if hasattr(headers, "get_all") else [headers.get("Content-Length")]
-    lengths = {v.strip() for v in given or [] if v is not None}
+    encoding = ", ".join(v.lower() for v in _values(headers, "Transfer-Encoding"))
+    lengths = set(_values(headers, "Content-Length"))
     if encoding:
         if encoding != "chunked":
             raise Unreadable(f"Transfer-Encoding {encoding!r} is not supported; send the body with "
@@ -71,9 +70,15 @@ def framing(headers: Mapping[str, str], limit: int = MAX_BODY) -> int | None:
 
 
 def declares_body(headers: Mapping[str, str]) -> bool:
-    """True when the request says a body follows (its bytes would be read next)."""
-    length = (headers.get("Content-Length") or "").strip()
-    return bool(headers.get("Transfer-Encoding")) or (length not in ("", "0"))
+    """True when the request may be followed by a body (unless every Content-Length it
+    gives is 0 and it has no Transfer-Encoding): left unread, the connection must close."""
+    return "Transfer-Encoding" in headers or not set(_values(headers, "Content-Length")) <= {"0"}
+
+
+def _values(headers: Mapping[str, str], name: str) -> list[str]:
+    """Every value of header `name` (a header may be repeated)."""
+    given = headers.get_all(name) if hasattr(headers, "get_all") else [headers.get(name)]
+    return [v.strip() for v in given or [] if v is not None]
 
 
 def too_large(limit: int) -> str:
@@ -87,19 +92,20 @@ def read_body(rfile, length: int | None, limit: int = MAX_BODY) -> bytes:
 
 def read_exactly(rfile, length: int) -> bytes:
     """`length` bytes, read in pieces as they arrive; a body cut off is Unreadable."""
-    data = bytearray()
-    while len(data) < length:
-        piece = rfile.read(min(_PIECE, length - len(data)))
+    pieces, count = [], 0
+    while count < length:
+        piece = rfile.read(min(_PIECE, length - count))
         if not piece:
-            raise Unreadable(f"the request body ended after {len(data)} of {length} bytes")
-        data += piece
-    return bytes(data)
+            raise Unreadable(f"the request body ended after {count} of {length} bytes")
+        pieces.append(piece)
+        count += len(piece)
+    return b"".join(pieces)
 
 
 def read_chunked(rfile, limit: int = MAX_BODY) -> bytes:
     """A chunked body (RFC 9112 7.1): each chunk's size is checked against what is left
     of `limit` before its data is read; extensions and trailers are skipped."""
-    data = bytearray()
+    pieces, count = [], 0
     while True:
         line = rfile.readline(_CHUNK_LINE + 1)
         size_text = line.split(b";", 1)[0].strip()
@@ -108,10 +114,11 @@ def read_chunked(rfile, limit: int = MAX_BODY) -> bytes:
         size = int(size_text, 16)
         if size == 0:
             _skip_trailers(rfile)
-            return bytes(data)
-        if len(data) + size > limit:
+            return b"".join(pieces)
+        if count + size > limit:
             raise BodyTooLarge(too_large(limit))
-        data += read_exactly(rfile, size)
+        pieces.append(read_exactly(rfile, size))
+        count += size
         if rfile.readline(3) not in (b"\r\n", b"\n"):
             raise Unreadable("malformed chunked request body: a chunk's data is not followed by CRLF")
 

@@ -148,6 +148,8 @@ class Request:
             return json.loads(text)
         except ValueError as exc:
             raise BadRequest(f"The request body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise BadRequest("The request body nests JSON arrays or objects too deeply") from None
 
     def flag(self, name: str) -> bool:
         """A boolean query parameter as Jersey reads it: true only when "true"."""
