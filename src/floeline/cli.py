@@ -165,11 +165,11 @@ def _cmd_status(args) -> int:
 
 
 def _cmd_sql(args) -> int:
-    from floeline.spark import get_spark
-    from floeline.sql.results import format_rows, spark_error
-    from floeline.sql.script import iter_script
+    from floeline.spark import driver_log_path, get_spark
+    from floeline.sql.results import format_rows
+    from floeline.sql.script import iter_script, located_error
+    from floeline.sql.spark_errors import spark_sql_error
     from floeline.sql.statements import split_script
-    from floeline.warehouse.catalog import Warehouse
 
     if args.file and args.statement not in (None, "-"):
         raise FloelineError("give the SQL either as an argument or with -f FILE, not both")
@@ -183,30 +183,53 @@ def _cmd_sql(args) -> int:
         script = sys.stdin.read()
     else:
         script = args.statement
-    warehouse = Warehouse(args.warehouse or os.environ.get("FLOELINE_WAREHOUSE", "./warehouse"))
+    warehouse, origin = _warehouse(args)
     several = len(split_script(script)) > 1
     printed = 0
-    # Each statement's result is printed before the next statement runs.
-    for statement, result in iter_script(get_spark(), script, warehouse):
-        try:
-            text = format_rows(result, args.format)
-        except Exception as exc:  # errors Spark raises only when the rows are computed
-            raise statement.error(f"query failed: {spark_error(exc)}") from exc
-        if several and args.format == "table":
-            print(("\n" if printed else "") + f"-- {statement.text.splitlines()[0][:100]}")
-        print(text, flush=True)
-        printed += 1
+    try:
+        # Each statement's result is printed before the next statement runs.
+        for statement, result in iter_script(get_spark(), script, warehouse):
+            try:
+                text = format_rows(result, args.format)
+            except Exception as exc:  # errors Spark raises only when the rows are computed
+                raise located_error(statement, spark_sql_error(exc, str(driver_log_path()))) from exc
+            if several and args.format == "table":
+                print(("\n" if printed else "") + f"-- {statement.text.splitlines()[0][:100]}")
+            print(text, flush=True)
+            printed += 1
+    except FloelineError as exc:  # a table not found: in which warehouse, and how to read another
+        raise _not_found_here(exc, origin) from exc
     if not printed:
         raise FloelineError("no SQL statement given (an argument, -f FILE, or stdin)")
     return 0
 
 
+def _warehouse(args):
+    """The warehouse `floeline sql` / `pipes run` read, and where that choice came from."""
+    from floeline.warehouse.catalog import Warehouse
+
+    if args.warehouse:
+        return Warehouse(args.warehouse), "--warehouse"
+    if os.environ.get("FLOELINE_WAREHOUSE"):
+        return Warehouse(os.environ["FLOELINE_WAREHOUSE"]), "FLOELINE_WAREHOUSE"
+    return Warehouse("./warehouse"), "the default, ./warehouse under the current directory"
+
+
+def _not_found_here(exc: FloelineError, origin: str) -> FloelineError:
+    """A table-not-found error (warehouse/catalog.py's message) with where the warehouse
+    came from and how to read another; any other error as it is."""
+    if " not found in warehouse " not in str(exc):
+        return exc
+    return FloelineError(f"{exc}. That warehouse is {origin}; read another with --warehouse DIR or "
+                      f"FLOELINE_WAREHOUSE=DIR (a connector writes to its floeline.warehouse, "
+                      f"default ./warehouse where it ran)")
+
+
 def _cmd_pipes(args) -> int:
     from floeline.ingest.pipe_service import PipeService
     from floeline.spark import get_spark
-    from floeline.warehouse.catalog import Warehouse
 
-    warehouse = Warehouse(args.warehouse or os.environ.get("FLOELINE_WAREHOUSE", "./warehouse"))
+    warehouse, _origin = _warehouse(args)
     service = PipeService(get_spark(), warehouse, poll_s=args.poll,
                           report=lambda line: print(line, flush=True))
     with stop_signals(service.request_stop):

@@ -193,6 +193,10 @@ def session_defaults() -> dict[str, str]:
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.catalogImplementation": "in-memory",
+        # Spark makes this folder at every start, `spark-warehouse/` in the current
+        # directory by default, where a user took it for the tables (which are under
+        # floeline.warehouse). floeline keeps no table in Spark's catalog: it stays empty.
+        "spark.sql.warehouse.dir": str(cache_dir() / "spark-warehouse"),
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.databricks.delta.snapshotPartitions": "2",
@@ -339,8 +343,9 @@ def _jvm_stderr_to_log():
     if os.environ.get("FLOELINE_SPARK_STDERR") == "1":
         yield
         return
-    log_path = cache_dir() / "spark-driver.log"
+    log_path = driver_log_path()
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    _pyspark_error_logs_to(log_path)
     sys.stderr.flush()
     saved = os.dup(2)
     with open(log_path, "ab") as log_file:
@@ -350,6 +355,29 @@ def _jvm_stderr_to_log():
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+def driver_log_path() -> Path:
+    """Where Spark's own output goes (FLOELINE_SPARK_STDERR=1: the terminal instead)."""
+    return cache_dir() / "spark-driver.log"
+
+
+# PySpark's loggers that print a failed query's error, with its whole JVM stack trace
+# as JSON, on stderr before floeline's own one-line message (pyspark/errors).
+PYSPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _pyspark_error_logs_to(log_path: Path) -> None:
+    """PySpark's error loggers write to Spark's log file instead of the terminal, so a
+    failed statement shows floeline's one line and the trace stays in the log."""
+    from pyspark.logger import PySparkLogger
+
+    for name in PYSPARK_ERROR_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.addHandler(logging.FileHandler(log_path, encoding="utf-8", delay=True))
+        logger.propagate = False
 
 
 def _launch_jvm_in_own_session(settings: dict[str, str]) -> None:

@@ -17,8 +17,9 @@ SOURCE = "FROM TABLE(DATA_SOURCE(TYPE => 'STREAMING'))"
 def test_split_keeps_semicolons_in_strings_and_comments_and_positions():
     script = "select 'a;b';\n-- c;d\n\nCREATE TABLE t (a INT)  ;  ;\n  show pipes"
     statements = split_script(script)
-    assert [s.text for s in statements] == ["select 'a;b'", "-- c;d\n\nCREATE TABLE t (a INT)", "show pipes"]
-    assert [s.line for s in statements] == [1, 2, 5]
+    # a comment before a statement is not its text: the statement starts at CREATE, line 4
+    assert [s.text for s in statements] == ["select 'a;b'", "CREATE TABLE t (a INT)", "show pipes"]
+    assert [s.line for s in statements] == [1, 4, 5]
     with pytest.raises(SqlError, match=r"statement at line 5 \(show pipes\)"):
         raise statements[2].error("x")
 

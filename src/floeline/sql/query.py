@@ -26,7 +26,8 @@ from floeline.errors import SqlError, TableError
 from floeline.records.snowflake_sql.expressions import SPARK_DIALECT, Compiler, Mode
 from floeline.sql.load_functions import expand_load_functions
 from floeline.sql.query_guard import check_statement, direct_file_error, is_direct_file_reference
-from floeline.sql.results import spark_error
+from floeline.spark import driver_log_path
+from floeline.sql.spark_errors import spark_sql_error
 from floeline.warehouse.catalog import Warehouse
 from floeline.records.columns import stores_json
 from floeline.warehouse.tables import read_schema
@@ -121,7 +122,7 @@ def run_query(spark, tree: exp.Expression, warehouse: Warehouse):
     try:
         return spark.sql(spark_sql)
     except Exception as exc:
-        raise SqlError(f"query failed: {spark_error(exc)}") from exc
+        raise spark_sql_error(exc, str(driver_log_path())) from exc
 
 
 def _columns(spark, ref):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 
+from floeline.sql.spark_errors import plain
+
 
 def spark_error(exc: Exception) -> str:
-    """A Spark exception's message without the JVM stack trace."""
-    message = str(exc).split("\n\nJVM stacktrace")[0].split("\nJVM stacktrace")[0]
-    return message.split("\n'")[0].split("\n+-")[0].strip()  # without Spark's query plan
+    """A Spark exception's message without the JVM stack trace and the query plan."""
+    return plain(str(exc))
 
 
 def _printable(df):

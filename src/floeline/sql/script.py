@@ -18,6 +18,7 @@ from floeline.sql.copy import CopyInto
 from floeline.sql.ddl import Ddl, is_ddl
 from floeline.sql.maintenance import optimize, vacuum
 from floeline.sql.query import run_query
+from floeline.sql.spark_errors import SparkSqlError
 from floeline.sql.stage_ddl import StageDdl, is_stage_statement
 from floeline.sql.statements import Statement, parse_statement, split_script
 from floeline.warehouse.catalog import Warehouse
@@ -68,9 +69,21 @@ def _run(statement: Statement, action, *args):
     """Run one statement's action; an error names the statement."""
     try:
         return action(*args)
+    except SparkSqlError as exc:
+        raise located_error(statement, exc) from None
     except SqlError as exc:
         if str(exc).startswith("statement at line"):
             raise
         raise statement.error(str(exc)) from None
     except FloelineError as exc:
         raise statement.error(str(exc)) from None
+
+
+def located_error(statement: Statement, exc: SparkSqlError) -> SqlError:
+    """The statement's error for one Spark refused, with the line and column of the
+    part of the statement it names when that is found in the statement's text."""
+    problem = str(exc)
+    at = statement.position_of(exc.fragment) if exc.fragment else None
+    if at is not None:
+        problem = problem.replace("query failed:", f"query failed at line {at[0]}, col {at[1]}:", 1)
+    return statement.error(problem)

@@ -62,6 +62,16 @@ class Statement:
             raise self.error("expected one statement")
         return trees[0]
 
+    def position_of(self, fragment: str) -> tuple[int, int] | None:
+        """(line, column) in the script where `fragment` first appears in this statement,
+        compared case-insensitively and ignoring spaces around ':' (None: not found)."""
+        words = [re.escape(part) for part in re.split(r"\s*:\s*", fragment.strip())]
+        found = re.search(r"\s*:\s*".join(words), self.script, re.IGNORECASE)
+        if found is None:
+            return None
+        before = self.script[:found.start()]
+        return before.count("\n") + 1, found.start() - (before.rfind("\n") + 1) + 1
+
     def error(self, problem: str) -> SqlError:
         first = self.text.strip().splitlines()[0] if self.text.strip() else ""
         first = mask_assignments(first)  # CREDENTIALS=(AWS_SECRET_KEY='...') never shown
@@ -101,9 +111,10 @@ def split_script(script: str) -> list[Statement]:
         body = script[begin:end]
         if not [t for t in tokens if begin <= t.start < end and t.token_type != TokenType.SEMICOLON]:
             continue
-        lead = len(body) - len(body.lstrip())
+        # The statement starts at its first token: a comment before it is not its text.
+        lead = min(t.start for t in tokens if begin <= t.start < end) - begin
         statements.append(Statement(
-            text=body.strip(), script=_blank(script[:begin + lead]) + body.lstrip(),
+            text=body[lead:].strip(), script=_blank(script[:begin + lead]) + body[lead:],
             line=script.count("\n", 0, begin + lead) + 1))
     return statements
 
