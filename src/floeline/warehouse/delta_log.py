@@ -117,13 +117,17 @@ def _checkpoints(names: list[str], directory: str, up_to: int) -> list[tuple[int
                   reverse=True)
 
 
-_SNAPSHOT_ACTIONS = ("add", "remove", "sidecar", "txn")
+# The actions of a snapshot each reading needs (a V2 checkpoint's sidecars hold only
+# file actions): reading only these columns of a large table's checkpoint is what
+# keeps the txn actions' reading cheap.
+FILE_ACTIONS = ("add", "remove", "sidecar")
+TXN_ACTIONS = ("txn",)
 
 
-def _read_checkpoint_file(files: Storage, path: str) -> list[dict]:
-    """The add, remove, sidecar and txn actions of one checkpoint file (parquet or JSON)."""
+def _read_checkpoint_file(files: Storage, path: str, kinds: tuple[str, ...]) -> list[dict]:
+    """The actions of `kinds` of one checkpoint file (parquet or JSON)."""
     if path.endswith(".json"):
-        return [a for a in _actions(files, path) if set(_SNAPSHOT_ACTIONS) & a.keys()]
+        return [a for a in _actions(files, path) if set(kinds) & a.keys()]
     import io
 
     import pyarrow.parquet as pq
@@ -132,7 +136,7 @@ def _read_checkpoint_file(files: Storage, path: str) -> list[dict]:
     if data is None:
         raise FileNotFoundError(path)
     parquet = pq.ParquetFile(io.BytesIO(data))
-    wanted = [c for c in _SNAPSHOT_ACTIONS if c in parquet.schema_arrow.names]
+    wanted = [c for c in kinds if c in parquet.schema_arrow.names]
     table = parquet.read(columns=wanted)
     actions = []
     for column in wanted:
@@ -142,13 +146,13 @@ def _read_checkpoint_file(files: Storage, path: str) -> list[dict]:
     return actions
 
 
-def _checkpoint_actions(files: Storage, directory: str, paths: list[str]) -> list[dict]:
+def _checkpoint_actions(files: Storage, directory: str, paths: list[str], kinds: tuple[str, ...]) -> list[dict]:
     actions = []
     for path in paths:
-        for action in _read_checkpoint_file(files, path):
+        for action in _read_checkpoint_file(files, path, kinds):
             if "sidecar" in action:  # V2: the file actions are in sidecar parquet files
                 sidecar = locations.join(directory, "_sidecars", action["sidecar"]["path"])
-                actions.extend(_read_checkpoint_file(files, sidecar))
+                actions.extend(_read_checkpoint_file(files, sidecar, kinds))
             else:
                 actions.append(action)
     return actions
@@ -163,10 +167,11 @@ def _file_key(action: dict) -> tuple[str, str | None]:
     return action["path"], dv_id
 
 
-def _snapshot_actions(table_path: str, files: Storage | None) -> tuple[list[dict], int]:
-    """The actions that make the table's current snapshot, in order (its newest
-    complete checkpoint's, then every JSON commit's after it), and its version (-1:
-    no table)."""
+def _snapshot_actions(table_path: str, files: Storage | None,
+                      kinds: tuple[str, ...]) -> tuple[list[dict], int]:
+    """The actions of `kinds` that make the table's current snapshot, in order (its
+    newest complete checkpoint's, then every JSON commit's after it), and its version
+    (-1: no table)."""
     store = _files(table_path, files)
     directory = log_dir(table_path)
     names = _names(store, directory)
@@ -179,20 +184,20 @@ def _snapshot_actions(table_path: str, files: Storage | None) -> tuple[list[dict
     start = 0
     for version, checkpoint in _checkpoints(names, directory, latest):
         try:
-            actions = _checkpoint_actions(store, directory, checkpoint)
+            actions = _checkpoint_actions(store, directory, checkpoint, kinds)
         except (OSError, ValueError):  # being written, or cleaned up: an older one
             continue
         start = version + 1
         break
     for version in range(start, latest + 1):
-        actions.extend(_actions(store, _commit_file(directory, version)))
+        actions.extend(a for a in _actions(store, _commit_file(directory, version)) if set(kinds) & a.keys())
     return actions, latest
 
 
 def live_files(table_path: str, files: Storage | None = None) -> list[dict]:
     """The add actions of the table's current snapshot (its live data files)."""
     live: dict[tuple[str, str | None], dict] = {}
-    for action in _snapshot_actions(table_path, files)[0]:
+    for action in _snapshot_actions(table_path, files, FILE_ACTIONS)[0]:
         if "add" in action:
             live[_file_key(action["add"])] = action["add"]
         elif "remove" in action:
@@ -214,7 +219,7 @@ def transactions(table_path: str, files: Storage | None = None) -> Transactions:
     """The txn actions of the table's current snapshot (the latest per appId)."""
     versions: dict[str, int] = {}
     updated: dict[str, int | None] = {}
-    actions, version = _snapshot_actions(table_path, files)
+    actions, version = _snapshot_actions(table_path, files, TXN_ACTIONS)
     for action in actions:
         txn = action.get("txn")
         if txn:
