@@ -8,7 +8,7 @@ import sys
 import time
 import traceback
 
-from floeline import command_help
+from floeline import command_help, waits
 from floeline.errors import FloelineError
 from floeline.secrets import scrub
 from floeline.signals import stop_signals
@@ -83,12 +83,15 @@ def _cmd_run(args) -> int:
     from floeline.config import describe_ignored, load_config
     from floeline.ingest import Connector
     from floeline.ops.http import OpsServer
-    from floeline.spark import get_spark, under_spark_submit
+    from floeline.spark import driver_log_path, get_spark, under_spark_submit
 
     config = load_config(args.config)
     ignored = describe_ignored(config)
     if ignored:
         print(ignored, file=sys.stderr)
+    where = "spark-submit's" if under_spark_submit() else config.spark_master
+    print(f"connector {config.name}: starting Spark ({where}; Spark's log: {driver_log_path()})",
+          flush=True)
     spark = get_spark(config.spark_master)
     if under_spark_submit():
         context = spark.sparkContext
@@ -96,8 +99,13 @@ def _cmd_run(args) -> int:
               f"driver={context.getConf().get('spark.driver.host', '?')} app={context.applicationId}",
               flush=True)
     connector = Connector(config, spark, endpoints=OpsServer)
-    with stop_signals(connector.stop):
-        connector.run(until_caught_up=args.until_caught_up)
+    outcome = "failed"
+    try:
+        with stop_signals(connector.stop), waits.working_for(config.name):
+            connector.run(until_caught_up=args.until_caught_up)
+        outcome = "stopped after its batch (Ctrl-C or SIGTERM)" if connector.stop_requested else "caught up"
+    finally:
+        print(f"connector {config.name}: {outcome}; Spark stops with this process", flush=True)
     return 0
 
 
@@ -575,6 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         argv, passthrough = argv[:at], argv[at + 1:]
     args = build_parser().parse_args(argv)
     args.spark_args = passthrough
+    waits.prefix_connector_logs()  # a connector's log lines say whose they are: [name]
     try:
         return args.func(args)
     except FloelineError as exc:

@@ -8,7 +8,8 @@ with exponential backoff and jitter (0.1 s, 0.2 s, 0.4 s, ... capped at
 `errors.retry.delay.max.ms`) until `errors.retry.timeout` has passed since its first
 failure. Each retry is logged once, naming the call and the error. When the bound is
 spent, RetriesExhausted says which call, the last error, how to fix it and the setting
-that bounds the wait. Any other error is terminal: raised at once.
+that bounds the wait. Any other error is terminal: raised at once. In a connector the
+wait is said from the first failed try, with the fix (waits.py).
 
 The two settings are Kafka Connect's names for its own retry bound. Connect's default
 timeout is 0 (no retries); floeline's is 120 s, so a broker restart, a coordinator
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
+from floeline import waits
 from floeline.errors import ConfigError, RetriesExhausted, Terminal, Transient
 
 log = logging.getLogger("floeline")
@@ -123,9 +125,11 @@ def call(fn: Callable[[], Any], *, what: str, service: str, fix: str,
     started, attempt = clock(), 0
     while True:
         try:
-            return fn()
+            result = fn()
         except Exception as exc:  # noqa: BLE001 - classified below
             if not is_transient(exc, transient):
+                if attempt:
+                    waits.gave_up(what)
                 converted = terminal(exc) if terminal is not None else exc
                 if converted is exc:
                     raise
@@ -133,15 +137,23 @@ def call(fn: Callable[[], Any], *, what: str, service: str, fix: str,
             attempt += 1
             waited = clock() - started
             if policy.spent(waited):
+                waits.gave_up(what)  # no longer waited for: its error says why
                 raise exhausted(what, service, describe(exc), fix, policy, attempt, waited) from exc
             delay = policy.delay_s(attempt)
             if policy.timeout_s is not None:  # never sleep past the bound
                 delay = min(delay, max(0.0, policy.timeout_s - waited))
-            log.warning("%s failed: %s; retry %d in %.1f s (%s)", what, describe(exc),
-                        attempt, delay, limit_text(policy))
+            # In a connector its waits say it (with the fix, from the first try);
+            # elsewhere each retry is a line of its own.
+            if not waits.failed(what, describe(exc), fix, f"{_bound(policy)}: {policy.bound_text()}"):
+                log.warning("%s failed: %s; retry %d in %.1f s (%s)", what, describe(exc),
+                            attempt, delay, limit_text(policy))
             if before_retry is not None:
                 before_retry(exc)
             sleep(delay)
+        else:
+            if attempt:
+                waits.answered(what)
+            return result
 
 
 def exhausted(what: str, service: str, last: str, fix: str, policy: RetryPolicy,

@@ -33,6 +33,7 @@ LAYERS = {
     "floeline.config": BASE,
     "floeline.naming": BASE,
     "floeline.retry": BASE,
+    "floeline.waits": BASE,  # what each connector waits for; retry.call reports to it
     "floeline.secrets": BASE,
     "floeline.secret_references": BASE,
     "floeline.cache": BASE,  # where downloaded jars and builds are kept; install-once
