@@ -13,10 +13,19 @@ def validate(path, text: str) -> int:
     return main(["validate", str(path)])
 
 
-def test_validate_prints_topic_to_table_and_ignored_keys(capsys):
+def test_validate_prints_the_examples_4x_table_and_nothing_ignored(capsys):
     assert main(["validate", EXAMPLE]) == 0
     out, err = capsys.readouterr()
-    assert "orders -> FLOELINE.PUBLIC.ORDERS" in out
+    assert 'orders -> FLOELINE.PUBLIC."orders"' in out  # the 4.x connector keeps the topic's name
+    assert err == ""
+
+
+def test_validate_prints_topic_to_table_and_ignored_keys(tmp_path, capsys):
+    assert validate(tmp_path / "c.properties",
+                    "name=x\ntopics=orders\nconnector.class=com.snowflake.kafka.connector.SnowflakeSinkConnector\n"
+                    "snowflake.url.name=a.snowflakecomputing.com:443\nsnowflake.role.name=r\n") == 0
+    out, err = capsys.readouterr()
+    assert "orders -> FLOELINE.PUBLIC.ORDERS" in out  # the 3.x connector's name
     assert "snowflake.url.name" in err and "snowflake.role.name" in err
 
 
