@@ -5,11 +5,10 @@ Jars come through `spark.jars.packages` (resolved by Spark's Ivy into its cache 
 first use; `floeline setup` pre-fetches them). The jars a resolution gave are listed in
 floeline's cache, and later starts pass them as spark.jars while they are all still in
 Ivy's cache, which skips Ivy's resolution (seconds at every start). Two wrinkles, both measured here:
-- spark-token-provider-kafka-0-10 is published only as 4.0.0 on the Maven Central
-  copy this project can reach, so the 4.2.0 one the Kafka source depends on is
-  excluded (Ivy's exclude drops every version, so 4.0.0 cannot ride along in
-  spark.jars.packages) and the 4.0.0 jar (Kafka auth-config helpers, API-stable since
-  3.x) is fetched once with Maven and added through spark.jars.
+- spark-token-provider-kafka-0-10 (Kafka auth-config helpers) is excluded from Ivy's
+  resolution and fetched once with Maven, at Spark's own version, into floeline's
+  cache, and added through spark.jars. (When set-up was written only 4.0.0 was served
+  here, and Ivy's exclude drops every version; 4.2.0 is served since.)
 - Delta's log4j dependencies are excluded: PySpark ships its own log4j.
 spark.jars also carries floeline's own compiled Spark functions (jvm.py) and the s3a
 jars (hadoop-aws and its AWS SDK modules, fetched with Maven at set-up: `s3a_jars`).
@@ -48,7 +47,7 @@ PACKAGES = (
     f"io.delta:delta-spark_4.2_2.13:{DELTA_VERSION}",
     f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}",
 )
-TOKEN_PROVIDER = "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.0.0"
+TOKEN_PROVIDER = f"org.apache.spark:spark-token-provider-kafka-0-10_2.13:{SPARK_VERSION}"
 EXCLUDES = (
     "org.apache.spark:spark-token-provider-kafka-0-10_2.13",
     "org.apache.logging.log4j:log4j-api",

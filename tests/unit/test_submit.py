@@ -22,7 +22,7 @@ def set_up(cache):
     """The jars `make setup` leaves in the cache (empty files will do here)."""
     jars = cache / "spark-jars"
     (jars / "s3a").mkdir(parents=True)
-    (jars / "spark-token-provider-kafka-0-10_2.13-4.0.0.jar").touch()
+    (jars / f"spark-token-provider-kafka-0-10_2.13-{spark.SPARK_VERSION}.jar").touch()
     (jars / "s3a" / "hadoop-aws-3.5.0.jar").touch()
     (jars / "s3a" / ".floeline-complete").write_text(spark.S3A_VERSION)
     jvm.expected_jar().touch()
