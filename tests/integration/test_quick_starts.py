@@ -15,8 +15,9 @@ started is stopped at its end (`floeline kafka stop`, `floeline aws stop`, SIGTE
 command left running with `&`).
 
 A command left running (`floeline worker &`) is waited for until it prints its first
-line (the worker's `rest.url=`, once it serves). A `floeline sql` query after it is
-run again until it shows rows, as a user does while the connector's first batch runs.
+line (the worker's `rest.url=`, once it serves). A `floeline sql` query after it runs
+once the command's output shows a batch with records (`[orders] batch 0: read=3 ...`),
+as the page tells the user to wait for.
 Each quick start must end with rows on the terminal and no `spark-warehouse/` in its
 directory."""
 
@@ -48,6 +49,7 @@ DOCUMENTED_PORTS = {19092: "FLOELINE_KAFKA_PORT", 4568: "FLOELINE_KINESIS_PORT",
 COMMAND_TIMEOUT_S = 600
 ROWS_TIMEOUT_S = 180
 ROWS = re.compile(r"^\((\d+) rows?\)$", re.M)
+BATCH_WITH_RECORDS = re.compile(r"^\[[^\]]+\] batch \d+: read=[1-9]")
 
 
 @pytest.fixture(scope="module")
@@ -108,16 +110,12 @@ class QuickStart:
         if is_background(command):
             self.start_background(command, block)
             return
-        waiting_for_rows = bool(self.background) and _is_query(command)
-        deadline = time.monotonic() + ROWS_TIMEOUT_S
-        while True:
-            done = subprocess.run(["bash", "-c", command], cwd=self.directory, env=self.env,
-                                  capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
-            output = done.stdout + done.stderr
-            rows = _rows(done.stdout) if _is_query(command) else None
-            if not waiting_for_rows or (done.returncode == 0 and rows) or time.monotonic() > deadline:
-                break
-            time.sleep(2)
+        if self.background and _is_query(command):
+            self.wait_for_a_batch_with_records(block)
+        done = subprocess.run(["bash", "-c", command], cwd=self.directory, env=self.env,
+                              capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+        output = done.stdout + done.stderr
+        rows = _rows(done.stdout) if _is_query(command) else None
         self.log.append((command, output))
         assert done.returncode == 0, (
             f"{block.where()}: `{command}` exited {done.returncode}:\n{output}\n{self.transcript()}")
@@ -146,6 +144,17 @@ class QuickStart:
         first.wait(COMMAND_TIMEOUT_S)
         assert lines and process.poll() is None, (
             f"{block.where()}: `{command}` printed nothing or ended:\n{''.join(lines)}")
+
+    def wait_for_a_batch_with_records(self, block: Block) -> None:
+        """What the page tells the user to wait for before querying what a command left
+        running writes: its `[name] batch N: read=M` line with M > 0."""
+        deadline = time.monotonic() + ROWS_TIMEOUT_S
+        while not any(BATCH_WITH_RECORDS.match(line) for _c, _p, lines in self.background
+                      for line in list(lines)):
+            assert time.monotonic() < deadline, (
+                f"{block.where()}: no batch with records {ROWS_TIMEOUT_S} s after the commands "
+                f"left running started:\n{self.transcript()}")
+            time.sleep(1)
 
     def stop_everything(self) -> None:
         for _command, process, _lines in self.background:
