@@ -27,8 +27,8 @@ pytestmark = pytest.mark.integration
 class WorkerProcess:
     """`python -m floeline.cli worker PROPS`, its output collected as it comes."""
 
-    def __init__(self, properties):
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+    def __init__(self, properties, **env_vars: str):
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **env_vars)
         self.proc = subprocess.Popen([sys.executable, "-m", "floeline.cli", "worker", str(properties)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
         self.lines: list[str] = []
