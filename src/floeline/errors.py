@@ -125,6 +125,23 @@ class QueryError(FloelineError, Terminal):
     Spark itself ended under it. Terminal."""
 
 
+class SourceChanged(FloelineError, Terminal):
+    """The source changed under the connector so that reading on from the committed
+    positions would skip or misread records (a Kafka topic deleted and created again, a
+    partition gone or now ending before its committed offset, records deleted before
+    they were read). The message names each channel, its committed and available
+    positions and the fix; `changes` are the sources/base.ChannelChange to follow when
+    the connector is told to go on (floeline.kafka.fail.on.data.loss=false). Terminal:
+    nothing past the committed positions was committed."""
+
+    def __init__(self, message: str, changes=()):
+        super().__init__(message)
+        self.changes = tuple(changes)
+
+    def __reduce__(self):  # keep the changes when pickled
+        return (type(self), (str(self), self.changes))
+
+
 class SetupError(FloelineError, Terminal):
     """A tool or local service floeline's set-up needs (java, mvn, npm, a free port, a
     dev broker that would not start) is missing or failed. Terminal: fix the machine."""

@@ -205,14 +205,15 @@ def test_back_to_back_batches_read_while_records_arrive_and_find_a_new_topic(
     assert {r["t"] for r in rows} == {first, second}
 
 
+@pytest.mark.parametrize("reader", ["grouped", "spark"])
 def test_records_deleted_before_they_were_read_stop_the_connector_and_say_so(
-        kafka, topic_name, make_config, run_connector, read_table):
+        kafka, topic_name, make_config, run_connector, read_table, reader):
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
     topic = topic_name("gloss")
     devkafka.create_topic(kafka, topic, partitions=1)
-    config = make_config(topics=topic, floeline__kafka__reader="grouped")
+    config = make_config(topics=topic, floeline__kafka__reader=reader)
     produce(kafka, topic, [{"n": i} for i in range(5)])
     run_connector(config)
     produce(kafka, topic, [{"n": i} for i in range(5, 10)])
@@ -222,6 +223,94 @@ def test_records_deleted_before_they_were_read_stop_the_connector_and_say_so(
         done.result(timeout=30)
     with pytest.raises(FloelineError) as failed:
         run_connector(config)
-    assert "no longer has the records" in str(failed.value) and topic in str(failed.value)
+    assert (f"topic {topic} partition 0: lost: offsets 5-7 were deleted (retention) before they were "
+            f"read; committed offset 4; available: offsets 8-9") in str(failed.value)
     assert read_table(topic.upper()).count() == 5  # nothing of the failed batch landed
     assert json.loads(read_table(topic.upper()).first()["RECORD_METADATA"].toJson())["partition"] == 0
+    # Told to go on: from the earliest record there is.
+    run_connector(make_config(name=config.name, topics=topic, floeline__kafka__reader=reader,
+                              floeline__kafka__fail__on__data__loss="false"))
+    assert sorted(int(r["N"]) for r in read_table(topic.upper()).collect()) == [0, 1, 2, 3, 4, 8, 9]
+
+
+@pytest.mark.parametrize("option, value", [
+    ("startingOffsetsByTimestamp", '{"t": {"0": 1000}}'), ("startingTimestamp", "1000"), ("assign", '{"t": [0]}'),
+    ("minPartitions", "8"), ("maxTriggerDelay", "5m"), ("minOffsetsPerTrigger", "100"),
+    ("failOnDataLoss", "false"), ("includeHeaders", "false"), ("kafka.group.id", "mine"),
+    ("kafka.auto.offset.reset", "latest"), ("groupIdPrefix", "g"), ("endingOffsets", "latest"),
+    ("noSuchOption", "1")])
+def test_an_option_the_reader_does_not_implement_is_refused_when_the_stream_is_loaded(kafka, spark, option, value):
+    from floeline.jvm import KAFKA_READER_CLASS
+
+    reader = (spark.readStream.format(KAFKA_READER_CLASS).option("kafka.bootstrap.servers", kafka)
+              .option("subscribe", "t").option(option, value))
+    with pytest.raises(Exception) as refused:
+        reader.load()
+    message = str(refused.value)
+    assert option in message and "floeline.kafka.reader=grouped" in message
+    assert "floeline.kafka.reader=spark" in message or option == "noSuchOption"
+
+
+def test_minus_one_in_starting_offsets_is_the_latest_offset(kafka, spark, topic_name):
+    from floeline.jvm import KAFKA_READER_CLASS
+
+    topic = topic_name("latest")
+    devkafka.create_topic(kafka, topic, partitions=2)
+    produce(kafka, topic, [{"value": {"n": i}, "partition": i % 2} for i in range(10)])
+    counts = {}
+    for start in (-1, -2):
+        name = f"latest_{topic}_{-start}"
+        query = (spark.readStream.format(KAFKA_READER_CLASS).option("kafka.bootstrap.servers", kafka)
+                 .option("subscribe", topic).option("startingOffsets", json.dumps({topic: {"0": start}}))
+                 .load().writeStream.format("memory").queryName(name).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        counts[start] = spark.table(name).groupBy("partition").count().collect()
+    assert sorted(tuple(r) for r in counts[-1]) == [(1, 5)]  # partition 0 from its end, 1 unnamed: earliest
+    assert sorted(tuple(r) for r in counts[-2]) == [(0, 5), (1, 5)]
+
+
+def test_a_partition_added_while_running_without_its_first_records_stops_the_connector(
+        kafka, topic_name, make_config, run_connector, spark, read_table, wait_for_rows):
+    """Spark's check, ported: a partition the reader first sees while the query runs must
+    start at offset 0, else records were deleted before they were read (or, if the
+    reader saw it first, its read finds them gone). The connector stops saying so; a
+    start after that reads the partition, now known, from its earliest record."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from floeline.ingest import Connector
+
+    topic = topic_name("gadded")
+    devkafka.create_topic(kafka, topic, partitions=1)
+    produce(kafka, topic, [{"value": {"n": i}, "partition": 0} for i in range(5)])
+    config = make_config(topics=topic, floeline__kafka__reader="grouped")
+    connector = Connector(config, spark)
+    failed = []
+    runner = threading.Thread(target=_run_catching, args=(connector, failed), daemon=True)
+    runner.start()
+    try:
+        wait_for_rows(topic.upper(), 5, connector, timeout_s=120)
+        devkafka.add_partitions(kafka, topic, 2)
+        produce(kafka, topic, [{"value": {"n": 100 + i}, "partition": 1} for i in range(4)])
+        # Retention takes its first two before the reader lists the topic again (10 s).
+        admin = AdminClient({"bootstrap.servers": kafka})
+        for done in admin.delete_records([TopicPartition(topic, 1, 2)]).values():
+            done.result(timeout=30)
+        runner.join(120)
+    finally:
+        connector.stop()
+        runner.join(120)
+    assert failed, "the connector read on"
+    message = str(failed[0])
+    assert (f"partition {topic}-1, added while the query ran, starts at offset 2, not 0" in message
+            or "no longer has the records" in message), message
+    assert read_table(topic.upper()).count() == 5
+    run_connector(config)
+    assert sorted(int(r["N"]) for r in read_table(topic.upper()).collect()) == [0, 1, 2, 3, 4, 102, 103]
+
+
+def _run_catching(connector, failed):
+    try:
+        connector.run()
+    except BaseException as exc:  # noqa: BLE001 - the test looks at it
+        failed.append(exc)

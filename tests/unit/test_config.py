@@ -255,6 +255,22 @@ def test_config_is_frozen_raw_read_only_and_secrets_not_in_repr():
 # --- problems ------------------------------------------------------------------------
 
 
+def test_fail_on_data_loss_is_on_unless_set_off():
+    assert cfg().fail_on_data_loss is True
+    assert cfg(**{"floeline.kafka.fail.on.data.loss": "false"}).fail_on_data_loss is False
+    assert "floeline.kafka.fail.on.data.loss='no' is not a boolean" in cfg_error(
+        {**BASE, "floeline.kafka.fail.on.data.loss": "no"})
+
+
+def test_a_spark_kafka_option_says_a_config_passes_none_to_either_reader():
+    message = cfg_error({**BASE, "failOnDataLoss": "false", "minPartitions": "8"})
+    assert ("'failOnDataLoss' is an option of Spark's Kafka source: a connector config passes no "
+            "options to either Kafka reader (floeline.kafka.reader=grouped or spark), floeline sets "
+            "them itself; use floeline.kafka.fail.on.data.loss") in message
+    assert "'minPartitions' is an option of Spark's Kafka source" in message
+    assert "floeline has no setting for it" in message
+
+
 def test_unknown_key_suggests_the_closest_key():
     message = cfg_error({**BASE, "buffer.flush.tim": "5"})
     assert "unknown setting 'buffer.flush.tim' (did you mean 'buffer.flush.time'?)" in message

@@ -59,7 +59,8 @@ TYPED_KEYS = frozenset({
     "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master", "floeline.source",
     "floeline.metrics.port", "floeline.metrics.host", "floeline.metrics.ready.max.lag",
     "floeline.variant.storage", "floeline.table.auto.compact", "floeline.schema.evolution.max.new.columns",
-    "floeline.warehouse.owner.timeout.ms", "floeline.kafka.reader", *locations.SETTING_KEYS,
+    "floeline.warehouse.owner.timeout.ms", "floeline.kafka.reader", "floeline.kafka.fail.on.data.loss",
+    *locations.SETTING_KEYS,
 }) | kinesis.KEYS | kafka_security.KEYS | changes.KEYS
 
 # Keys (and key families with free suffixes) read into the config's parts: transforms
@@ -259,6 +260,12 @@ class ConnectorConfig:
     # less per batch; Spark's source when its jar is not built) or `spark` (Spark's Kafka
     # source, a consumer per topic partition).
     kafka_reader: Literal["spark", "grouped"] = "grouped"
+    # floeline.kafka.fail.on.data.loss (Spark's failOnDataLoss): a topic deleted and
+    # created again, a partition gone or ending before its committed offset, records
+    # deleted before they were read stop the connector (true), or the connector reads
+    # such partitions from their first record and records that in the tables (false;
+    # sources/kafka_changes.py, ingest/source_changes.py).
+    fail_on_data_loss: bool = True
     # floeline.warehouse.owner.timeout.ms: a table owner that has not renewed its record
     # for this long is gone (warehouse/owners.py; tables on S3 only).
     owner_timeout_ms: int = 60000
@@ -491,6 +498,7 @@ class _Reader:
             warehouse_s3=self.warehouse_s3(warehouse),
             owner_timeout_ms=self.integer("floeline.warehouse.owner.timeout.ms", 60000, minimum=1000),
             kafka_reader=self.choice("floeline.kafka.reader", "grouped", ("spark", "grouped")),
+            fail_on_data_loss=self.boolean("floeline.kafka.fail.on.data.loss", True),
             changes=read_change_settings(self, schematization, method),
         )
 
@@ -600,6 +608,9 @@ class _Reader:
         for key in self.settings:
             if key in KNOWN_KEYS or key.startswith(PASSTHROUGH_PREFIXES + IGNORED_PREFIXES):
                 continue
+            if key.lower() in SPARK_KAFKA_OPTIONS:
+                self.problem(key, spark_option_problem(key))
+                continue
             hint = f" (did you mean {_closest_key(key)!r}?)" if _closest_key(key) else ""
             self.problem(key, f"unknown setting {key!r}{hint}")
         for family in ("transforms", "predicates"):
@@ -687,6 +698,30 @@ class _Reader:
                 f"bootstrap.servers={own!r} and consumer.override.bootstrap.servers={override!r} "
                 "disagree; keep one")
         return own or override or DEFAULT_BOOTSTRAP
+
+
+# Spark's Kafka source options (lower case), and the floeline setting that does the same
+# where there is one. A connector config cannot pass them to either Kafka reader: floeline
+# sets the reader's options itself.
+SPARK_KAFKA_OPTIONS = {
+    "failondataloss": "floeline.kafka.fail.on.data.loss", "maxoffsetspertrigger": "buffer.count.records",
+    "subscribe": "topics", "subscribepattern": "topics.regex", "assign": None,
+    "startingoffsets": "the worker's offsets API (PATCH /connectors/<name>/offsets)",
+    "startingoffsetsbytimestamp": None, "startingtimestamp": None,
+    "startingoffsetsbytimestampstrategy": None, "endingoffsets": None,
+    "endingoffsetsbytimestamp": None, "endingtimestamp": None, "minpartitions": None,
+    "maxtriggerdelay": None, "minoffsetspertrigger": None, "maxrecordsperpartition": None,
+    "groupidprefix": None, "includeheaders": None, "kafkaconsumer.polltimeoutms": None,
+    "fetchoffset.numretries": None, "fetchoffset.retryintervalms": None,
+}
+
+
+def spark_option_problem(key: str) -> str:
+    """Why a Spark Kafka source option is not a connector setting, and what is."""
+    instead = SPARK_KAFKA_OPTIONS[key.lower()]
+    return (f"{key!r} is an option of Spark's Kafka source: a connector config passes no options to "
+            f"either Kafka reader (floeline.kafka.reader=grouped or spark), floeline sets them "
+            f"itself" + (f"; use {instead}" if instead else "; floeline has no setting for it"))
 
 
 def _closest_key(key: str) -> str | None:

@@ -63,3 +63,13 @@ def checkpoint_follows_changes(files, checkpoint: str, changes: set[str], has_ch
     files.delete_tree(checkpoint)
     write_marker(files, checkpoint, changes)
     return False
+
+
+def set_aside(files, checkpoint: str, connector: str, why: str) -> None:
+    """Delete the checkpoint at `checkpoint` (its offsets are no longer where the
+    connector must resume, `why`): the query then starts from the tables' positions.
+    The marker goes first, as above."""
+    log.warning("connector %s: its Spark checkpoint %s is set aside (%s); the connector "
+                "resumes from the positions its tables hold", connector, checkpoint, why)
+    files.delete(marker_location(checkpoint))
+    files.delete_tree(checkpoint)

@@ -9,6 +9,10 @@ Per micro-batch (foreachBatch):
     (table_sink.py) and the bad-record router (bad_records.py);
   - after the commits: the source mirrors the positions (Kafka consumer group, Kinesis
     lease table) and one progress line is printed (progress.py).
+A source that changed under the connector (a topic deleted and created again, a
+partition gone or behind its committed offset), found at start, before a batch or when
+the query fails on lost data, stops it with an error naming the fix, or is followed
+(source_changes.py).
 Each batch also feeds the connector's Prometheus metrics (metrics.py); the process's
 entry point serves them with the /healthz and /ready probes when floeline.metrics.port
 is set (it hands in `endpoints`: ops/http.py's OpsServer).
@@ -24,7 +28,8 @@ import time
 
 from floeline import retry, startup
 from floeline.config import ConnectorConfig, locations
-from floeline.errors import FloelineError, QueryError, ServiceUnavailable, first_lines, storage_full
+from floeline.errors import (FloelineError, QueryError, ServiceUnavailable, SourceChanged, first_lines,
+                             storage_full)
 from floeline.ingest.checkpoint_guard import checkpoint_follows_changes
 from floeline.ingest.general import run_general_batch
 from floeline.ingest.metrics import ConnectorMetrics
@@ -35,6 +40,7 @@ from floeline.ingest.pipeline import Pipeline
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.read_tasks import at_most_read_tasks
 from floeline.ingest.results import BatchResult
+from floeline.ingest.source_changes import follow
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
 from floeline.spark import java_cause_is, java_cause_message
@@ -79,6 +85,9 @@ class Connector:
         self.clock = clock if clock is not None else startup.PROCESS
         self.pipeline = Pipeline(config, spark, self.source, self.metrics)
         self.routes: list[str] = []  # the source's routes when the query started
+        # Every route read since the process started: their tables' positions are
+        # checked at each start, so a route gone since is seen (Source.changed).
+        self._routes_read: set[str] = set()
         self.reports: list[BatchReport] = []
         self.failure: BaseException | None = None
         self._stop = threading.Event()
@@ -108,7 +117,10 @@ class Connector:
         self.source.claim()  # a standby waits here: the positions are read after it
         channels = self.source.channels()
         self.routes = sorted({c.route for c in channels})
-        committed = self.pipeline.committed(channels)
+        committed = self._committed(channels)
+        changed = self.source.changed(committed)
+        if changed is not None:
+            raise changed
         self.metrics.started(committed)
         self.pipeline.sink.start()  # e.g. SNOWPIPE: staged files a crash left behind
         checkpoint = self.config.checkpoint_dir
@@ -116,6 +128,11 @@ class Connector:
             self.pipeline.warehouse.storage_for(checkpoint), checkpoint,
             self.pipeline.offsets_changes(channels), self._has_checkpoint(), self.config.name)
         return self.source.open(self.spark, committed, has_checkpoint)
+
+    def _committed(self, channels):
+        """What the tables hold for `channels` and for every route named or read before."""
+        self._routes_read |= {c.route for c in channels} | set(self.source.named_routes())
+        return self.pipeline.committed(channels, self._routes_read)
 
     def run(self, until_caught_up: bool = False) -> None:
         """Run the connector: until the source is caught up, or until `stop()` (which
@@ -199,10 +216,23 @@ class Connector:
         the last batch that committed."""
         policy = self.config.retry
         failed_since, restarts, batches = None, 0, len(self.reports)
+        followed, followed_at = 0, len(self.reports)
         while True:
             try:
                 self._run(until_caught_up)
                 return
+            except SourceChanged as exc:
+                if self._stop.is_set():
+                    raise
+                # Moved on (fail.on.data.loss=false): the query starts again at once. A
+                # change that comes back without a batch between is not followed forever.
+                followed = followed + 1 if len(self.reports) == followed_at else 1
+                followed_at = len(self.reports)
+                if followed > _FOLLOW_AT_MOST:
+                    raise
+                self.failure = None
+                self.pipeline.tables.commits_failed()
+                follow(self.pipeline, exc)
             except Exception as exc:
                 if self._stop.is_set() or not retry.is_transient(exc):
                     raise
@@ -248,6 +278,7 @@ class Connector:
             if not spark_gone(exc):
                 if self.failure is None:  # the query failed outside a batch (source, planning)
                     self.metrics.source_read_error()
+                    self._raise_if_source_changed(exc)
                     raise query_failure(self.config.name, exc) from exc
                 error = None
             elif self._stop.wait(_SIGNAL_GRACE_S):
@@ -262,15 +293,34 @@ class Connector:
         if self.failure is not None:
             if self._stop.is_set() and spark_gone(self.failure):
                 return  # a batch cut short by the stop: nothing of it was committed
+            self._raise_if_source_changed(self.failure)
             if not isinstance(self.failure, FloelineError) and is_transient_java(self.failure):
                 # A Spark job of the batch failed reading the source (the broker away).
                 raise query_failure(self.config.name, self.failure) from self.failure
-            lost = java_cause_message(self.failure, (RECORDS_LOST_JAVA_ERROR,))
-            if lost is not None:
-                raise QueryError(f"connector {self.config.name} stopped: {lost}") from self.failure
             raise self.failure
         if error is not None:
+            self._raise_if_source_changed(error)
             raise query_failure(self.config.name, error) from error
+
+    def _raise_if_source_changed(self, exc: BaseException) -> None:
+        """When the query failed on lost data (floeline's Kafka reader, Spark's source with
+        failOnDataLoss=true, the check before a batch): the source's own account of what
+        changed, as SourceChanged. When the tables' positions do not explain it (a
+        partition that had committed nothing yet), the checkpoint's offsets are what is
+        stale: under fail.on.data.loss=false it is set aside and the query starts again
+        from the tables; else the reader's own error, as QueryError."""
+        if not data_lost(exc):
+            return
+        self.pipeline.tables.commits_failed()  # a commit may have landed before the failure
+        changed = self.source.changed(self._committed(self.source.channels()))
+        if changed is not None:
+            raise changed from exc
+        if isinstance(exc, SourceChanged):
+            raise exc
+        reason = java_cause_message(exc, DATA_LOSS_JAVA_ERRORS) or first_lines(str(exc))
+        if not self.config.fail_on_data_loss:
+            raise SourceChanged(f"connector {self.config.name}: {reason}") from exc
+        raise QueryError(f"connector {self.config.name} stopped: {reason}") from exc
 
     def _await(self, query) -> None:
         """Wait until the query ends or a stop is asked for (a short wait:
@@ -307,6 +357,7 @@ class Connector:
     def process_batch(self, batch, batch_id: int) -> BatchReport:
         started = time.time()
         self.clock.mark("first batch", started)
+        self.source.before_batch()
         df = self.source.normalize(batch)
         if not self.source.bounded_read_tasks:
             df = at_most_read_tasks(df)
@@ -367,9 +418,29 @@ TRANSIENT_JAVA_ERRORS = ("org.apache.kafka.common.errors.RetriableException",
                          "java.util.concurrent.TimeoutException")
 
 
-# floeline's Kafka reader (resources/GroupedKafka.java): records a batch starts from are
-# gone from the topic (retention), so reading on would skip them.
-RECORDS_LOST_JAVA_ERROR = "floeline.kafka.GroupedKafka$RecordsLost"
+# floeline's Kafka reader (resources/GroupedKafka.java): reading on would skip records (a
+# partition's end before the batch's start, a partition gone, records deleted by retention).
+DATA_LOSS_JAVA_ERRORS = ("floeline.kafka.GroupedKafka$DataLoss",)
+# Spark's Kafka source with failOnDataLoss=true (its KAFKA_DATA_LOSS conditions), and what
+# its Trigger.AvailableNow says of partitions gone or ending earlier than planned: the
+# first words of their messages (a query's error carries the message, not the condition).
+DATA_LOSS_SPARK_ERRORS = (
+    "Some data may have been lost because they are not available in Kafka any more",
+    "Some of partitions in Kafka topic(s) have been lost during running query with Trigger.AvailableNow",
+    "Some of partitions in Kafka topic(s) report available offset which is less than end offset")
+# How often in a row, without a batch between, a changed source is followed
+# (fail.on.data.loss=false) before the connector stops on it.
+_FOLLOW_AT_MOST = 3
+
+
+def data_lost(exc: BaseException) -> bool:
+    """True when a failure says reading on would skip records (see the lists above)."""
+    if isinstance(exc, SourceChanged):
+        return True
+    if isinstance(exc, FloelineError):
+        return False
+    return (java_cause_is(exc, DATA_LOSS_JAVA_ERRORS)
+            or any(marker in str(exc) for marker in DATA_LOSS_SPARK_ERRORS))
 
 
 def query_failure(connector: str, exc: BaseException) -> Exception:

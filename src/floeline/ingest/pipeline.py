@@ -86,13 +86,19 @@ class Pipeline:
         a restart resumes content-dependent routes from the source's own fallback)."""
         return routed_topic(self.transforms, route)
 
-    def committed(self, channels) -> Committed:
+    def committed(self, channels, routes=()) -> Committed:
         """What the tables hold for the source's channels: each listed channel's
-        position from its route's table, and every other channel those tables hold
-        (e.g. a closed Kinesis shard no longer listed), with the finished ones and
-        those an offsets change reset to their earliest record."""
+        position from its route's table, and every other channel those tables and the
+        tables of `routes` hold (e.g. a closed Kinesis shard no longer listed, a deleted
+        Kafka topic), with the finished ones and those an offsets change reset to their
+        earliest record."""
         result = Committed()
         by_table: dict[str, Committed] = {}
+        for route in set(routes) - {channel.route for channel in channels}:
+            ref = self.table_of_route(route)
+            if self.warehouse.is_table(ref):
+                state = self.tables.state(ref)
+                by_table[state.ref.full_name] = state.committed
         for channel in channels:
             state = self.tables.state(self.table_of_route(channel.route))
             by_table[state.ref.full_name] = state.committed

@@ -7,6 +7,7 @@ import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -16,8 +17,12 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Pattern;
@@ -29,6 +34,7 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
@@ -66,11 +72,23 @@ import org.apache.spark.unsafe.types.UTF8String;
  * batches per (query, task) and closed after IDLE_MS unused.
  *
  * Options (as Spark's source names them): kafka.* (the consumer's settings), subscribe or
- * subscribePattern, startingOffsets ("earliest" or Spark's JSON, -2 for earliest),
- * maxOffsetsPerTrigger, tasks (consumers per batch; default 4), pollTimeoutMs (default
- * 120000: a fetch that gets nothing for this long fails the batch with a TimeoutException,
- * as Spark's does). Records missing below a batch's start (deleted by retention) fail the
- * batch, as Spark's source does with failOnDataLoss=true (its default).
+ * subscribePattern, startingOffsets ("earliest", "latest" or Spark's JSON, -2 for earliest and
+ * -1 for latest; a partition the JSON names starts there also when the query first sees it
+ * after a restart from a checkpoint), maxOffsetsPerTrigger, includeHeaders (true only),
+ * failOnDataLoss (true only), kafkaConsumer.pollTimeoutMs (or pollTimeoutMs; default 120000: a
+ * fetch that gets nothing for this long fails the batch with a TimeoutException, as Spark's
+ * does), and this reader's own: tasks (consumers per batch; default 4), minRecordsPerTask,
+ * consumerIdleMs (how long a kept consumer may sit unused; default Spark's
+ * spark.kafka.consumer.cache.timeout, 5 minutes). Every other option, Spark's included
+ * (assign, startingOffsetsByTimestamp, minPartitions, maxTriggerDelay, ...), is refused when
+ * the stream is loaded: ignored, it would read something else than asked.
+ *
+ * Data loss fails the batch as Spark's source does with failOnDataLoss=true (its default),
+ * with a DataLoss: a partition's end below the batch's start (the topic deleted and created
+ * again, or truncated), a partition gone, a partition added while the query ran that no
+ * longer starts at offset 0, records missing below a batch's start (RecordsLost: deleted by
+ * retention). floeline's connector turns each into its own error, or into an offsets change
+ * under floeline.kafka.fail.on.data.loss=false (sources/kafka_changes.py).
  */
 public final class GroupedKafka implements TableProvider {
     static final StructType SCHEMA = new StructType(new StructField[] {
@@ -88,13 +106,57 @@ public final class GroupedKafka implements TableProvider {
     // The broker's own topics, never read by a pattern (as Spark's source).
     static final Set<String> INTERNAL_TOPICS = Set.of("__consumer_offsets", "__transaction_state", "__share_group_state");
 
-    // A kept consumer unused this long is closed (Spark's source: 5 minutes too).
+    // A kept consumer unused this long is closed (Spark's source: 5 minutes too), unless the
+    // option consumerIdleMs or Spark's spark.kafka.consumer.cache.timeout says otherwise.
     static final long IDLE_MS = 5 * 60 * 1000L;
     static final AtomicLong CONSUMERS_MADE = new AtomicLong();
 
     @Override
     public StructType inferSchema(CaseInsensitiveStringMap options) {
+        checkOptions(options.asCaseSensitiveMap());
         return SCHEMA;
+    }
+
+    // The options this reader implements (lower case), beside kafka.*.
+    static final Set<String> OPTIONS = Set.of("subscribe", "subscribepattern", "startingoffsets",
+        "maxoffsetspertrigger", "includeheaders", "failondataloss", "kafkaconsumer.polltimeoutms",
+        "polltimeoutms", "tasks", "minrecordspertask", "consumeridlems");
+    // Spark's Kafka source options this reader does not implement (lower case).
+    static final Set<String> SPARKS_OWN = Set.of("assign", "startingoffsetsbytimestamp",
+        "startingtimestamp", "startingoffsetsbytimestampstrategy", "endingoffsets",
+        "endingoffsetsbytimestamp", "endingtimestamp", "minpartitions", "maxtriggerdelay",
+        "minoffsetspertrigger", "maxrecordsperpartition", "groupidprefix", "fetchoffset.numretries",
+        "fetchoffset.retryintervalms", "topic");
+    // Consumer settings this reader sets itself (Spark's source refuses all but group.id).
+    static final Set<String> OWN_CONSUMER_SETTINGS = Set.of("group.id", "auto.offset.reset",
+        "enable.auto.commit", "key.deserializer", "value.deserializer", "interceptor.classes");
+
+    /** Refuse what this reader does not do: ignored, it would read something else than asked. */
+    static void checkOptions(Map<String, String> options) {
+        String use = "; read with Spark's Kafka source (floeline.kafka.reader=spark) to use it";
+        for (Map.Entry<String, String> e : options.entrySet()) {
+            String key = e.getKey().toLowerCase();
+            String value = e.getValue() == null ? "" : e.getValue().trim();
+            if (key.startsWith("kafka.")) {
+                if (OWN_CONSUMER_SETTINGS.contains(key.substring("kafka.".length()))) {
+                    throw new IllegalArgumentException("floeline's Kafka reader (floeline.kafka.reader=grouped) "
+                        + "sets the consumer's " + key.substring("kafka.".length()) + " itself: remove the option "
+                        + e.getKey() + use);
+                }
+            } else if (SPARKS_OWN.contains(key)) {
+                throw new IllegalArgumentException("floeline's Kafka reader (floeline.kafka.reader=grouped) "
+                    + "does not implement Spark's Kafka option " + e.getKey() + use);
+            } else if (!OPTIONS.contains(key)) {
+                throw new IllegalArgumentException("floeline's Kafka reader (floeline.kafka.reader=grouped) "
+                    + "has no option " + e.getKey() + " (it takes kafka.* and " + new TreeSet<>(OPTIONS) + ")");
+            } else if ((key.equals("failondataloss") || key.equals("includeheaders"))
+                    && !value.equalsIgnoreCase("true")) {
+                throw new IllegalArgumentException("floeline's Kafka reader (floeline.kafka.reader=grouped) "
+                    + "does not implement " + e.getKey() + "=" + value + " (only true)" + use
+                    + (key.equals("failondataloss") ? ", or let floeline's connector follow "
+                        + "floeline.kafka.fail.on.data.loss=false" : ""));
+            }
+        }
     }
 
     @Override
@@ -147,6 +209,9 @@ public final class GroupedKafka implements TableProvider {
         settings.put("value.deserializer", ByteArrayDeserializer.class.getName());
         settings.put("enable.auto.commit", "false");
         settings.put("auto.offset.reset", "none");  // a missing position is an error, never a jump
+        // A reader never creates a topic: asking a broker with auto.create.topics.enable for a
+        // deleted topic would create it again, empty, under a new id.
+        settings.put("allow.auto.create.topics", "false");
         settings.remove("group.id");  // assigned partitions, no group membership or commits
         return settings;
     }
@@ -201,16 +266,18 @@ public final class GroupedKafka implements TableProvider {
         final Map<String, String> settings;
         final String pool;
         final long pollTimeoutMs;
+        final long idleMs;
         final String[] topics;
         final int[] partitions;
         final long[] from;
         final long[] until;
 
-        Share(Map<String, String> settings, String pool, long pollTimeoutMs, List<TopicPartition> tps,
-              List<long[]> spans) {
+        Share(Map<String, String> settings, String pool, long pollTimeoutMs, long idleMs,
+              List<TopicPartition> tps, List<long[]> spans) {
             this.settings = settings;
             this.pool = pool;
             this.pollTimeoutMs = pollTimeoutMs;
+            this.idleMs = idleMs;
             topics = new String[tps.size()];
             partitions = new int[tps.size()];
             from = new long[tps.size()];
@@ -243,6 +310,14 @@ public final class GroupedKafka implements TableProvider {
      */
     static final long MIN_RECORDS_PER_TASK = 10_000;
 
+    /**
+     * How long the first ask for the partitions' end offsets may take before the topics are
+     * listed again and it is asked once more (with the full pollTimeoutMs): a partition of a
+     * topic deleted since the last listing is never answered, and the consumer waits out its
+     * whole timeout on it.
+     */
+    static final long END_OFFSETS_FIRST_TRY_MS = 5_000;
+
     static final class Stream implements MicroBatchStream, SupportsAdmissionControl, SupportsTriggerAvailableNow {
         private final Map<String, String> settings;
         private final List<String> topics;
@@ -252,6 +327,7 @@ public final class GroupedKafka implements TableProvider {
         private final int tasks;
         private final long recordsPerTask;
         private final long pollTimeoutMs;
+        private final long idleMs;
         private final String pool = UUID.randomUUID().toString();
         private final KafkaConsumer<byte[], byte[]> driver;
         private Map<TopicPartition, Long> availableNowEnd;
@@ -259,6 +335,7 @@ public final class GroupedKafka implements TableProvider {
         private long listedAtMs;
 
         Stream(Map<String, String> options) {
+            checkOptions(options);
             CaseInsensitiveStringMap o = new CaseInsensitiveStringMap(options);
             settings = consumerSettings(options);
             String subscribe = o.get("subscribe");
@@ -272,8 +349,16 @@ public final class GroupedKafka implements TableProvider {
             maxOffsetsPerTrigger = o.getLong("maxOffsetsPerTrigger", Long.MAX_VALUE);
             tasks = o.getInt("tasks", 4);
             recordsPerTask = Math.max(1, o.getLong("minRecordsPerTask", MIN_RECORDS_PER_TASK));
-            pollTimeoutMs = o.getLong("pollTimeoutMs", 120_000L);
+            pollTimeoutMs = o.getLong("kafkaConsumer.pollTimeoutMs", o.getLong("pollTimeoutMs", 120_000L));
+            SparkEnv env = SparkEnv.get();
+            long sparks = env == null ? IDLE_MS : env.conf().getTimeAsMs("spark.kafka.consumer.cache.timeout", "5m");
+            idleMs = o.getLong("consumerIdleMs", sparks);
             driver = newConsumer(settings);
+        }
+
+        private boolean subscribed(String topic) {
+            return pattern == null ? topics.contains(topic)
+                : pattern.matcher(topic).matches() && !INTERNAL_TOPICS.contains(topic);
         }
 
         /** The partitions of the topics read, listed again once TOPICS_MAX_AGE_MS passed. */
@@ -286,8 +371,18 @@ public final class GroupedKafka implements TableProvider {
             return listed;
         }
 
-        /** Where the partitions end now; a failure lists the topics again next time (a topic deleted meanwhile). */
+        /**
+         * Where the partitions end now. A partition of a topic deleted since the listing is
+         * never answered: after END_OFFSETS_FIRST_TRY_MS the topics are listed again and asked
+         * once more (a failure then lists them again next time).
+         */
         private Map<TopicPartition, Long> endOffsets() {
+            try {
+                return driver.endOffsets(topicPartitions(),
+                    Duration.ofMillis(Math.min(pollTimeoutMs, END_OFFSETS_FIRST_TRY_MS)));
+            } catch (org.apache.kafka.common.errors.TimeoutException first) {
+                listed = null;
+            }
             try {
                 return driver.endOffsets(topicPartitions(), Duration.ofMillis(pollTimeoutMs));
             } catch (RuntimeException e) {
@@ -299,9 +394,7 @@ public final class GroupedKafka implements TableProvider {
         private Set<TopicPartition> listTopicPartitions() {
             Set<TopicPartition> tps = new HashSet<>();
             for (Map.Entry<String, List<PartitionInfo>> t : driver.listTopics(Duration.ofMillis(pollTimeoutMs)).entrySet()) {
-                boolean wanted = pattern == null ? topics.contains(t.getKey())
-                    : pattern.matcher(t.getKey()).matches() && !INTERNAL_TOPICS.contains(t.getKey());
-                if (wanted) {
+                if (subscribed(t.getKey())) {
                     for (PartitionInfo info : t.getValue()) {
                         tps.add(new TopicPartition(t.getKey(), info.partition()));
                     }
@@ -314,22 +407,54 @@ public final class GroupedKafka implements TableProvider {
             return tps.isEmpty() ? Map.of() : driver.beginningOffsets(tps, Duration.ofMillis(pollTimeoutMs));
         }
 
+        /**
+         * The offsets of the startingOffsets JSON, -1 (latest) and -2 (earliest) resolved, for
+         * the partitions among `tps` it names (none for "earliest" or "latest"). With
+         * `all`: `tps` are all the partitions there are, and one the JSON gives an offset to
+         * that is not among them is gone (DataLoss).
+         */
+        private Map<TopicPartition, Long> givenStart(Set<TopicPartition> tps, boolean all) {
+            Map<TopicPartition, Long> given = new HashMap<>();
+            if (!startingOffsets.startsWith("{")) {
+                return given;
+            }
+            Set<TopicPartition> gone = new TreeSet<>(Comparator.comparing(TopicPartition::toString));
+            Set<TopicPartition> latest = new HashSet<>();
+            Set<TopicPartition> first = new HashSet<>();
+            Positions.parse(startingOffsets).offsets.forEach((tp, o) -> {
+                if (!tps.contains(tp)) {
+                    if (all && o >= 0) {
+                        gone.add(tp);
+                    }
+                } else if (o == -1) {
+                    latest.add(tp);
+                } else if (o == -2) {
+                    first.add(tp);
+                } else if (o >= 0) {
+                    given.put(tp, o);
+                } else {
+                    throw new IllegalArgumentException("startingOffsets: offset " + o + " of " + tp
+                        + " is none of an offset, -1 (latest) or -2 (earliest)");
+                }
+            });
+            if (!gone.isEmpty()) {
+                throw new DataLoss("partitions " + gone + " to start from " + startingOffsets
+                    + " are gone: their topic was deleted, or it has fewer partitions now");
+            }
+            given.putAll(latest.isEmpty() ? Map.of() : driver.endOffsets(latest, Duration.ofMillis(pollTimeoutMs)));
+            given.putAll(earliest(first));
+            return given;
+        }
+
         @Override
         public Offset initialOffset() {
             listed = null;  // listed now
             Set<TopicPartition> tps = topicPartitions();
             Map<TopicPartition, Long> start = new HashMap<>(earliest(tps));
-            if (!startingOffsets.equalsIgnoreCase("earliest")) {
-                if (startingOffsets.equalsIgnoreCase("latest")) {
-                    start.putAll(driver.endOffsets(tps, Duration.ofMillis(pollTimeoutMs)));
-                } else {
-                    Positions given = Positions.parse(startingOffsets);
-                    given.offsets.forEach((tp, o) -> {
-                        if (o >= 0 && start.containsKey(tp)) {
-                            start.put(tp, o);
-                        }
-                    });
-                }
+            if (startingOffsets.equalsIgnoreCase("latest")) {
+                start.putAll(driver.endOffsets(tps, Duration.ofMillis(pollTimeoutMs)));
+            } else if (!startingOffsets.equalsIgnoreCase("earliest")) {
+                start.putAll(givenStart(tps, true));
             }
             return new Positions(start);
         }
@@ -356,16 +481,18 @@ public final class GroupedKafka implements TableProvider {
             Map<TopicPartition, Long> end = availableNowEnd != null ? availableNowEnd : endOffsets();
             Set<TopicPartition> added = new HashSet<>(end.keySet());
             added.removeAll(start.keySet());
-            start.putAll(earliest(added));  // a new partition is read from its start
+            start.putAll(addedStart(added));
+            checkNothingLost(start, end);
+            start.keySet().retainAll(end.keySet());  // a topic no longer subscribed is no longer read
             Map<TopicPartition, Long> next = new HashMap<>();
             long total = 0;
             for (Map.Entry<TopicPartition, Long> e : end.entrySet()) {
-                total += Math.max(0, e.getValue() - start.get(e.getKey()));
+                total += e.getValue() - start.get(e.getKey());
             }
             long max = limit instanceof ReadMaxRows ? ((ReadMaxRows) limit).maxRows() : Long.MAX_VALUE;
             for (Map.Entry<TopicPartition, Long> e : end.entrySet()) {
                 long from = start.get(e.getKey());
-                long size = Math.max(0, e.getValue() - from);
+                long size = e.getValue() - from;
                 if (total > max) {  // each partition its share of the limit, as Spark's source does
                     double share = (double) max * size / total;
                     size = Math.min(size, share < 1 ? (long) Math.ceil(share) : (long) Math.floor(share));
@@ -375,6 +502,53 @@ public final class GroupedKafka implements TableProvider {
             return new Positions(next);
         }
 
+        /**
+         * Spark's data-loss checks (its source with failOnDataLoss=true): a partition read
+         * before that is gone while its topic is still subscribed, or whose end is now below
+         * where the next batch starts (the topic deleted and created again, or truncated).
+         */
+        private void checkNothingLost(Map<TopicPartition, Long> start, Map<TopicPartition, Long> end) {
+            Set<TopicPartition> gone = new TreeSet<>(Comparator.comparing(TopicPartition::toString));
+            for (Map.Entry<TopicPartition, Long> e : start.entrySet()) {
+                TopicPartition tp = e.getKey();
+                Long until = end.get(tp);
+                if (until == null && subscribed(tp.topic())) {
+                    gone.add(tp);
+                } else if (until != null && until < e.getValue()) {
+                    throw new DataLoss("the end offset of " + tp + " went back from " + e.getValue()
+                        + " to " + until + ": the topic was deleted and created again, or the partition "
+                        + "was truncated; reading on from " + e.getValue() + " would skip the records below it");
+                }
+            }
+            if (!gone.isEmpty()) {
+                throw new DataLoss("partitions " + gone + " are gone: their topic was deleted, or it has "
+                    + "fewer partitions now");
+            }
+        }
+
+        /**
+         * Where partitions the query had not read start: where the startingOffsets JSON
+         * says (floeline gives each partition it knew at start its place), else at their
+         * earliest record, which must then be offset 0: a partition added while the query
+         * ran whose first records are already gone lost them (Spark's check).
+         */
+        private Map<TopicPartition, Long> addedStart(Set<TopicPartition> added) {
+            if (added.isEmpty()) {
+                return Map.of();
+            }
+            Map<TopicPartition, Long> starts = new HashMap<>(givenStart(added, false));
+            Set<TopicPartition> rest = new HashSet<>(added);
+            rest.removeAll(starts.keySet());
+            for (Map.Entry<TopicPartition, Long> e : earliest(rest).entrySet()) {
+                if (e.getValue() != 0) {
+                    throw new DataLoss("partition " + e.getKey() + ", added while the query ran, starts at offset "
+                        + e.getValue() + ", not 0: its first records were deleted before they were read");
+                }
+                starts.put(e.getKey(), e.getValue());
+            }
+            return starts;
+        }
+
         @Override
         public Offset deserializeOffset(String json) {
             return Positions.parse(json);
@@ -382,11 +556,16 @@ public final class GroupedKafka implements TableProvider {
 
         @Override
         public InputPartition[] planInputPartitions(Offset start, Offset end) {
-            Map<TopicPartition, Long> from = ((Positions) start).offsets;
+            // A partition the batch starts is read from where latestOffset started it (also
+            // when a restart plans the batch again from the offset log).
+            Map<TopicPartition, Long> from = new HashMap<>(((Positions) start).offsets);
+            Set<TopicPartition> added = new HashSet<>(((Positions) end).offsets.keySet());
+            added.removeAll(from.keySet());
+            from.putAll(addedStart(added));
             List<TopicPartition> ranges = new ArrayList<>();
             Map<TopicPartition, long[]> spans = new HashMap<>();
             ((Positions) end).offsets.forEach((tp, until) -> {
-                long first = from.getOrDefault(tp, 0L);
+                long first = from.get(tp);
                 if (until > first) {
                     ranges.add(tp);
                     spans.put(tp, new long[] {first, until});
@@ -426,7 +605,7 @@ public final class GroupedKafka implements TableProvider {
                 if (!tps.isEmpty()) {
                     List<long[]> s = new ArrayList<>();
                     tps.forEach(tp -> s.add(spans.get(tp)));
-                    planned.add(new Share(settings, pool + "#" + i, pollTimeoutMs, tps, s));
+                    planned.add(new Share(settings, pool + "#" + i, pollTimeoutMs, idleMs, tps, s));
                 }
             }
             return planned.toArray(new InputPartition[0]);
@@ -448,22 +627,29 @@ public final class GroupedKafka implements TableProvider {
         }
     }
 
-    /** Consumers kept between batches, one per (query, task), closed when idle. */
+    /**
+     * Consumers kept between batches, one per (query, task), in each JVM that runs tasks.
+     * A thread of the pool's own closes those unused past their query's consumerIdleMs
+     * (checked every SWEEP_MS): on a cluster, a stopped query's consumers on the executors
+     * are closed so (its stop reaches only the driver's JVM), as Spark's consumer pool
+     * evicts idle consumers on each executor.
+     */
     static final class Kept {
+        static final long SWEEP_MS = 1_000;
         private static final Map<String, KafkaConsumer<byte[], byte[]>> CONSUMERS = new ConcurrentHashMap<>();
-        private static final Map<String, Long> LAST_USED = new ConcurrentHashMap<>();
+        private static final Map<String, Long> IDLE_UNTIL = new ConcurrentHashMap<>();
         // Queries stopped (and when): a reader of theirs still running closes its consumer
         // at its end. Forgotten after IDLE_MS, so a long-lived worker does not collect them.
         private static final Map<String, Long> STOPPED = new ConcurrentHashMap<>();
+        private static ScheduledExecutorService sweeper;
 
         static KafkaConsumer<byte[], byte[]> take(String key, Map<String, String> settings) {
-            closeIdle();
             KafkaConsumer<byte[], byte[]> kept = CONSUMERS.remove(key);
-            LAST_USED.remove(key);
+            IDLE_UNTIL.remove(key);
             return kept != null ? kept : newConsumer(settings);
         }
 
-        static void give(String key, KafkaConsumer<byte[], byte[]> consumer) {
+        static void give(String key, KafkaConsumer<byte[], byte[]> consumer, long idleMs) {
             if (STOPPED.containsKey(key.substring(0, key.lastIndexOf('#')))) {
                 consumer.close(Duration.ofSeconds(5));
                 return;
@@ -471,10 +657,11 @@ public final class GroupedKafka implements TableProvider {
             consumer.unsubscribe();
             KafkaConsumer<byte[], byte[]> other = CONSUMERS.put(key, consumer);
             // After the consumer: a take() in between leaves at most a time without one.
-            LAST_USED.put(key, System.currentTimeMillis());
+            IDLE_UNTIL.put(key, System.currentTimeMillis() + idleMs);
             if (other != null) {  // a retried task's reader returned first
                 other.close(Duration.ofSeconds(5));
             }
+            startSweeper();
         }
 
         static void closeAll(String pool) {
@@ -486,18 +673,38 @@ public final class GroupedKafka implements TableProvider {
             }
         }
 
-        private static void closeIdle() {
-            long now = System.currentTimeMillis();
-            for (Map.Entry<String, Long> e : new ArrayList<>(LAST_USED.entrySet())) {
-                if (now - e.getValue() > IDLE_MS) {
-                    close(e.getKey());
-                }
+        /** The consumers kept in this JVM now (tests count them). */
+        public static int kept() {
+            return CONSUMERS.size();
+        }
+
+        private static synchronized void startSweeper() {
+            if (sweeper == null) {
+                sweeper = Executors.newSingleThreadScheduledExecutor(run -> {
+                    Thread thread = new Thread(run, "floeline-kafka-reader-idle-consumers");
+                    thread.setDaemon(true);
+                    return thread;
+                });
+                sweeper.scheduleWithFixedDelay(Kept::closeIdle, SWEEP_MS, SWEEP_MS, TimeUnit.MILLISECONDS);
             }
-            STOPPED.values().removeIf(at -> now - at > IDLE_MS);
+        }
+
+        private static void closeIdle() {
+            try {
+                long now = System.currentTimeMillis();
+                for (Map.Entry<String, Long> e : new ArrayList<>(IDLE_UNTIL.entrySet())) {
+                    if (now > e.getValue()) {
+                        close(e.getKey());
+                    }
+                }
+                STOPPED.values().removeIf(at -> now - at > IDLE_MS);
+            } catch (RuntimeException e) {  // a scheduled task that throws is never run again
+                System.err.println("floeline's Kafka reader could not close an idle consumer: " + e);
+            }
         }
 
         private static void close(String key) {
-            LAST_USED.remove(key);
+            IDLE_UNTIL.remove(key);
             KafkaConsumer<byte[], byte[]> consumer = CONSUMERS.remove(key);
             if (consumer != null) {
                 consumer.close(Duration.ofSeconds(5));
@@ -505,14 +712,29 @@ public final class GroupedKafka implements TableProvider {
         }
     }
 
+    /**
+     * Reading on would skip records (Spark's source fails on the same with failOnDataLoss=true,
+     * its default): the connector (ingest/connector.py) turns it into an error that names the
+     * partitions, their committed and available offsets and the fix.
+     */
+    public static class DataLoss extends IllegalStateException {
+        DataLoss(String reason) {
+            this(reason, null);
+        }
+
+        DataLoss(String reason, Throwable cause) {
+            super("Kafka data loss: " + reason + ". Restore the records, or move the connector on with "
+                + "the worker's offsets API (PATCH /connectors/<name>/offsets, docs/worker-offsets.md), "
+                + "or set floeline.kafka.fail.on.data.loss=false (docs/kafka.md)", cause);
+        }
+    }
+
     /** Records a batch starts from are gone from the topic (retention deleted them). */
-    public static final class RecordsLost extends IllegalStateException {
+    public static final class RecordsLost extends DataLoss {
         RecordsLost(OffsetOutOfRangeException e) {
             super("Kafka no longer has the records this batch starts from (topic-partition=offset: "
                 + e.offsetOutOfRangePartitions() + "): the topic's retention deleted them before they "
-                + "were read, so they are lost to the table. Restore them to the topic, or move the "
-                + "connector on to the earliest records the topic still has with the worker's offsets "
-                + "API (PATCH /connectors/<name>/offsets, docs/worker-offsets.md)", e);
+                + "were read, so they are lost to the table", e);
         }
     }
 
@@ -631,7 +853,7 @@ public final class GroupedKafka implements TableProvider {
             if (failed) {  // its state is unknown: a new consumer for the next try
                 consumer.close(Duration.ofSeconds(5));
             } else {
-                Kept.give(share.pool, consumer);
+                Kept.give(share.pool, consumer, share.idleMs);
             }
         }
     }

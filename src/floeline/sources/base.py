@@ -107,6 +107,27 @@ class Committed:
 
 
 @dataclass(frozen=True)
+class ChannelChange:
+    """A channel that changed under the connector so that reading on from where it is
+    would skip or misread records (Source.changed): its route deleted and created again,
+    the channel gone, its end now before the committed position, or records deleted
+    before they were read. `what` says which and why, `committed` is the last committed
+    position (None: nothing committed; the run had started at its start), `available`
+    what the channel holds now, in the source's words. Under
+    floeline.kafka.fail.on.data.loss=false the connector records an offsets change that
+    resumes the channel after `resume_after` (None: at its earliest record), with the
+    route's `epoch` as it is now."""
+
+    channel: str
+    route: str
+    what: str
+    committed: str | None
+    available: str
+    resume_after: str | None = None
+    epoch: str | None = None
+
+
+@dataclass(frozen=True)
 class BatchEnd:
     """Where a micro-batch ends, from the source's own entry in Spark's offset log:
     the last position read per channel (channels with nothing read yet are absent)
@@ -169,6 +190,20 @@ class Source(Protocol):
 
     def channels(self) -> list[Channel]:
         """The channels the source reads now (Kafka: every partition of the topics)."""
+
+    def named_routes(self) -> list[str]:
+        """Routes the config names whether or not they exist now (Kafka: `topics`): their
+        tables' positions are read at start too, so that one deleted meanwhile is seen."""
+
+    def changed(self, committed: Committed):
+        """A SourceChanged (errors.py, not raised) naming the channels that changed under
+        the connector since `committed` (and since this run started: the routes' epochs
+        it read), with its ChannelChanges; None when nothing did. Asks the source."""
+
+    def before_batch(self) -> None:
+        """Raise SourceChanged when a route changed since the run started (a Kafka topic
+        deleted, or deleted and created again); at the start of each micro-batch, before
+        its records are read or committed."""
 
     def table_name(self, route: str) -> str:
         """The table name records of `route` go to (before a transform renames routes)."""

@@ -172,6 +172,15 @@ class MemorySource:
     def epochs_of(self, channels) -> dict[str, str]:
         return {}
 
+    def named_routes(self) -> list[str]:
+        return []
+
+    def changed(self, committed: Committed):
+        return None
+
+    def before_batch(self) -> None:
+        pass
+
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         pass
 

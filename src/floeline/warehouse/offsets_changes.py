@@ -1,5 +1,8 @@
 """An offsets change in a table's Delta log: where a connector's channels resume, set
-by the worker's offsets API (worker/offsets.py) while the connector is stopped.
+by the worker's offsets API (worker/offsets.py) while the connector is stopped, or by
+the connector itself when its source changed under it and it is told to go on
+(ingest/source_changes.py: floeline.kafka.fail.on.data.loss=false; the record's
+`reason` says why).
 
 The change is one commit of no rows whose userMetadata holds, as every commit does,
 the connector's positions for the table (warehouse/positions.py), now the new ones,
@@ -28,21 +31,24 @@ OFFSETS_CHANGE_KEY = "floeline.offsets.changed"
 @dataclass(frozen=True)
 class OffsetsChange:
     """One request to move a connector's positions: its id (the same in every table
-    it changes), who asked, when (epoch ms) and how ("alter" or "reset")."""
+    it changes), who asked, when (epoch ms), how ("alter" or "reset") and, when the
+    connector made it, why."""
 
     requested_by: str
     kind: str
+    reason: str | None = None
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     at_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
 def changed_positions(held: Committed, change: OffsetsChange, positions: dict[str, str | None],
-                      finished: set[str] = frozenset()) -> Committed:
+                      finished: set[str] = frozenset(), epochs: dict[str, str] | None = None) -> Committed:
     """The table's positions after `change` sets `positions` (channel -> the last
     position taken as committed; None: start at the channel's earliest record) and
-    marks `finished` channels done (a Kinesis shard read to its end)."""
+    marks `finished` channels done (a Kinesis shard read to its end); `epochs`: the
+    routes' epochs the new positions belong to (a Kafka topic created again)."""
     after = Committed(dict(held.positions), set(held.finished), set(held.earliest), change.id,
-                      dict(held.epochs))
+                      {**held.epochs, **(epochs or {})})
     for channel, position in positions.items():
         after.finished.discard(channel)
         if position is None:
@@ -65,6 +71,8 @@ def commit_offsets_change(spark, ref: TableRef, connector: str, held: Committed,
               "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(change.at_ms / 1000)),
               "at_ms": change.at_ms, "connector": connector,
               "previous": _positions_record(held)}
+    if change.reason:
+        record["reason"] = change.reason
     no_rows = spark.read.format("delta").load(ref.path).limit(0)
     commit(no_rows, ref, connector, after, extra={OFFSETS_CHANGE_KEY: record},
            what=f"recording connector {connector}'s offsets change in table {ref.full_name}")

@@ -305,6 +305,8 @@ def alter_offsets(config: ConnectorConfig, spark, offsets: list[dict], requested
                 f"offsets[{index}]: {_describe(config.source, unknown[0])} is not read by connector "
                 f"{config.name} (it reads {', '.join(listed) or 'nothing yet'}); name one of its "
                 f"{'shards' if config.source == 'kinesis' else 'partitions'}")
+        if config.source == "kafka":
+            _check_whole_recreated_topics(tables_, named)
         positions = (dict(requested.starts) if config.source == "kinesis"
                      else _kafka_positions(tables_, requested, offsets))
         _apply(tables_, positions, requested.finished, OffsetsChange(requested_by, "alter"))
@@ -335,6 +337,27 @@ def _channel_of(kind: str, entry: dict) -> str:
     if kind == "kinesis":
         return f"{partition['stream']}/{partition['shard']}"
     return f"{partition['kafka_topic']}/{int(partition['kafka_partition'])}"
+
+
+def _check_whole_recreated_topics(tables_: ConnectorTables, named: set[str]) -> None:
+    """A topic deleted and created again since its positions were committed (its id
+    differs from the one the tables hold) is moved whole: the change records the new
+    id, and a partition left out would keep an offset of the old topic."""
+    by_route = {tables_.source.route_of(c): c for c in sorted(named)}
+    now = tables_.source.epochs_of(named)
+    for route, channel in sorted(by_route.items()):
+        held = tables_.state(channel).committed
+        then = held.epochs.get(route)
+        if then is None or now.get(route) in (None, then):
+            continue
+        left = sorted((c for c in held.positions if tables_.source.route_of(c) == route and c not in named),
+                      key=_kafka_order)
+        if left:
+            raise BadRequest(
+                f"topic {route!r} was deleted and created again since its offsets were committed "
+                f"(topic id {then} is now {now[route]}): give every partition of it the tables hold "
+                f"an offset (also {', '.join(c.rpartition('/')[2] for c in left)}), or null for its "
+                f"first record")
 
 
 def _kafka_positions(tables_: ConnectorTables, requested: Requested, offsets: list[dict]
@@ -404,7 +427,9 @@ def _apply(tables_: ConnectorTables, positions: dict[str, str | None], finished:
 def _commit(tables_: ConnectorTables, state: TableState, positions: dict[str, str | None],
             finished: set[str], change: OffsetsChange) -> None:
     tables_.ensure_table(state)
-    after = changed_positions(state.committed, change, positions, finished)
+    # The routes' epochs now (a Kafka topic created again): the new positions are its.
+    epochs = tables_.source.epochs_of(set(positions) | finished)
+    after = changed_positions(state.committed, change, positions, finished, epochs)
     commit_offsets_change(tables_.spark, state.ref, tables_.config.name, state.committed, after,
                           change)
     state.committed_through(after)

@@ -227,6 +227,15 @@ class KinesisSource:
     def epochs_of(self, channels) -> dict[str, str]:
         return {}
 
+    def named_routes(self) -> list[str]:
+        return []
+
+    def changed(self, committed: Committed):
+        return None
+
+    def before_batch(self) -> None:
+        pass
+
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         """Advance the lease table's checkpoints (KCL tooling sees progress)."""
         if not self._leased:
