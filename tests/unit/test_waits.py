@@ -23,11 +23,17 @@ def _fresh():
         waits.forget(name)
 
 
+def said(caplog) -> list[str]:
+    """The lines logged, without the `[orders] ` an entry point's ConnectorPrefix adds
+    (cli.main installs it on floeline's logger, so earlier tests may have)."""
+    return [r.getMessage().removeprefix("[orders] ") for r in caplog.records]
+
+
 def test_the_first_failed_try_says_what_and_the_fix_later_ones_do_not(caplog):
     with caplog.at_level(logging.WARNING, logger="floeline"), waits.working_for("orders"):
         assert waits.failed(WHAT, "connection refused", FIX, "120 s: errors.retry.timeout=120000")
         assert waits.failed(WHAT, "connection refused", FIX, "120 s: errors.retry.timeout=120000")
-    lines = [r.getMessage() for r in caplog.records]
+    lines = said(caplog)
     assert len(lines) == 1
     assert lines[0].startswith(f"waiting for {WHAT}: connection refused. {FIX} (1 try over ")
     assert lines[0].endswith("retrying for 120 s: errors.retry.timeout=120000)")
@@ -42,7 +48,7 @@ def test_an_answer_ends_the_wait_and_says_so(caplog):
         waits.answered(WHAT)
         waits.answered(WHAT)  # nothing waited for: nothing said
     assert waits.waiting_for("orders") is None
-    assert [r.getMessage().split(" over ")[0] for r in caplog.records][1:] == [f"{WHAT} answered after 1 try"]
+    assert [line.split(" over ")[0] for line in said(caplog)][1:] == [f"{WHAT} answered after 1 try"]
 
 
 def test_outside_a_connector_nothing_is_recorded():
@@ -71,7 +77,7 @@ def test_retry_call_in_a_connector_reports_its_wait_and_its_answer(caplog):
 
     with caplog.at_level(logging.WARNING, logger="floeline"), waits.working_for("orders"):
         assert retry.call(call, what=WHAT, service="Kafka", fix=FIX, sleep=lambda s: None) == "ok"
-    lines = [r.getMessage() for r in caplog.records]
+    lines = said(caplog)
     assert len(lines) == 2, lines
     assert lines[0].startswith(f"waiting for {WHAT}: broker starting. {FIX} (1 try")
     assert lines[1].startswith(f"{WHAT} answered after 2 tries")
@@ -101,4 +107,4 @@ def test_retries_that_give_up_end_the_wait_without_an_answer(caplog):
             retry.call(down, what=WHAT, service="Kafka", fix=FIX, sleep=lambda s: None,
                        clock=lambda: next(clock))
     assert waits.waiting_for("orders") is None
-    assert not [r for r in caplog.records if "answered" in r.getMessage()]
+    assert not [line for line in said(caplog) if "answered" in line]
