@@ -7,7 +7,9 @@ Each connector has a supervisor thread that makes its actual state follow its ta
 state (RUNNING, PAUSED, STOPPED; kept in the warehouse by store.py, so a restarted
 worker brings each back as it was):
 
-    UNASSIGNED   starting: config read, source planned, query not active yet
+    UNASSIGNED   starting: config read, source planned, query not active yet. While a
+                 call to its broker, stream or registry is retried, `trace` says which
+                 and the fix (waits.py), here and in RUNNING while its query restarts
     RUNNING      its streaming query is active
     PAUSED       its query stopped after its batch (positions stay in the tables)
     STOPPED      as PAUSED, and Connect's STOPPED: no task; offsets may be altered
@@ -51,7 +53,7 @@ import threading
 import time
 import traceback
 
-from floeline import secret_references, startup
+from floeline import secret_references, startup, waits
 from floeline.config import ConnectorConfig, config_from_dict, describe_ignored
 from floeline.errors import ConfigError, FloelineError
 from floeline.ingest.metrics import forget_connector
@@ -156,6 +158,7 @@ class _Runner:
             connector.run()
         except BaseException as exc:  # noqa: BLE001 - one connector's failure is its own
             error = exc
+        waits.forget(self.name)  # whatever this run waited for, it no longer does
         with self.herder._lock:
             if connector is not None:
                 self.routes.update(connector.routes)
@@ -407,6 +410,8 @@ class Herder:
         with self._lock:
             runner = self._runner(name)
             state, trace = runner.actual_state(), runner.trace
+        if trace is None and state in ("UNASSIGNED", "RUNNING", "RESTARTING"):
+            trace = waits.waiting_for(name)  # what it waits for and the fix (waits.py)
         connector = {"state": state, "worker_id": self.worker_id}
         if trace:
             connector["trace"] = trace
