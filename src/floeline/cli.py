@@ -101,7 +101,7 @@ def _cmd_run(args) -> int:
     connector = Connector(config, spark, endpoints=OpsServer)
     outcome = "failed"
     try:
-        with stop_signals(connector.stop), waits.working_for(config.name):
+        with stop_signals(connector.stop):
             connector.run(until_caught_up=args.until_caught_up)
         outcome = "stopped after its batch (Ctrl-C or SIGTERM)" if connector.stop_requested else "caught up"
     finally:

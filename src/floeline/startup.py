@@ -7,7 +7,9 @@ a connector's first commit, in its parts, printed once per process after that co
 
 The clock (StartupClock) is the process's, as the launch it measures from: spark.py
 marks the Spark start, tables.py the time spent creating tables, and a connector its
-query's start and first batch on the clock it was given (the process's by default).
+query's start, its first batch and when that batch's first record arrived (a source
+idle at start: `waiting for records N s`, not planning) on the clock it was given (the
+process's by default).
 Later connectors on the same clock (tests, benchmarks) print nothing. A connector
 started in a warm process (the worker: Spark started long before) gets a clock of its
 own that measures from its own start (`StartupClock(launched_at=...)`):
@@ -78,10 +80,21 @@ class StartupClock:
         parts = [("before Spark", m["spark start"] - launched, ""),
                  ("Spark start", m["spark ready"] - m["spark start"], jars),
                  ("connector set-up", m["query start"] - m["spark ready"], ""),
-                 ("source planning", m["first batch"] - m["query start"], ""),
+                 *[(name, seconds, "") for name, seconds in self._until_first_batch()],
                  ("first batch", committed_at - m["first batch"], tables)]
         text = ", ".join(f"{name} {seconds:.1f} s{detail}" for name, seconds, detail in parts)
         return f"first commit {committed_at - launched:.1f} s after launch: {text}"
+
+    def _until_first_batch(self) -> list[tuple[str, float]]:
+        """From the query's start to its first batch with records: source planning, and
+        the wait for the first record when it arrived after the query started (an idle
+        source: the time is the source's, not floeline's planning)."""
+        m = self.marks
+        whole = m["first batch"] - m["query start"]
+        idle = min(whole, max(0.0, m.get("records arrived", 0.0) - m["query start"]))
+        if idle < 0.05:
+            return [("source planning", whole)]
+        return [("source planning", whole - idle), ("waiting for records", idle)]
 
     def _warm_summary(self, committed_at: float) -> str | None:
         """The line of a connector started in a warm process, measured from its start."""
@@ -89,8 +102,7 @@ class StartupClock:
             return None
         self.printed = True
         m, launched = self.marks, self.launched_at
-        parts = [("connector set-up", m["query start"] - launched),
-                 ("source planning", m["first batch"] - m["query start"]),
+        parts = [("connector set-up", m["query start"] - launched), *self._until_first_batch(),
                  ("first batch", committed_at - m["first batch"])]
         text = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in parts)
         return f"first commit {committed_at - launched:.1f} s after the connector started: {text}"

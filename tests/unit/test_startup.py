@@ -44,3 +44,20 @@ def test_nothing_is_printed_for_a_session_started_elsewhere(launched):
 
 def test_the_module_functions_mark_the_process_clock():
     assert startup.mark.__self__ is startup.PROCESS and startup.span.__self__ is startup.PROCESS
+
+
+def test_an_idle_source_is_waiting_for_records_not_planning():
+    # a connector in a warm process whose topic got its first record 20 s after its query started
+    clock = startup.StartupClock(launched_at=1000.0)
+    clock.mark("query start", 1001.0)
+    clock.mark("records arrived", 1021.0)
+    clock.mark("first batch", 1021.5)
+    assert clock.summary(1022.0) == ("first commit 22.0 s after the connector started: connector "
+                                     "set-up 1.0 s, source planning 0.5 s, waiting for records "
+                                     "20.0 s, first batch 0.5 s")
+    # records that were there before the query started: all of it was planning
+    clock = startup.StartupClock(launched_at=1000.0)
+    clock.mark("query start", 1001.0)
+    clock.mark("records arrived", 900.0)
+    clock.mark("first batch", 1003.0)
+    assert "source planning 2.0 s, first batch" in clock.summary(1004.0)

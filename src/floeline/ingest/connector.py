@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 
-from floeline import retry, startup
+from floeline import retry, startup, waits
 from floeline.config import ConnectorConfig, locations
 from floeline.errors import (FloelineError, QueryError, ServiceUnavailable, SourceChanged, first_lines,
                              storage_full)
@@ -141,7 +141,8 @@ class Connector:
         batch's own (a RecordError, TableError, ...), RetriesExhausted, or QueryError."""
         self._start_ops_server()
         try:
-            self._run_with_restarts(until_caught_up)
+            with waits.working_for(self.config.name):  # its calls' waits are its own (waits.py)
+                self._run_with_restarts(until_caught_up)
             self._state = "ended: the connector stopped"
         except BaseException as exc:
             self._state = f"ended: {first_lines(str(exc), 1)}"
@@ -346,7 +347,10 @@ class Connector:
 
     def _process_batch_safely(self, df, batch_id: int) -> None:
         try:
-            with self.batch_slots if self.batch_slots is not None else contextlib.nullcontext():
+            # Spark calls this on a thread of its own: the batch's waits (a registry
+            # away, a DLQ topic's broker) are this connector's.
+            with waits.working_for(self.config.name), \
+                    self.batch_slots if self.batch_slots is not None else contextlib.nullcontext():
                 self.process_batch(df, batch_id)
         except BaseException as exc:
             self.failure = exc
@@ -403,6 +407,8 @@ class Connector:
         self.reports.append(report)
         print(report.line(), file=self.out, flush=True)
         if report.records_read:
+            if ts_min is not None:  # on an idle source the wait was for records, not planning
+                self.clock.mark("records arrived", ts_min / 1000)
             first = self.clock.summary(time.time())
             if first is not None:
                 print(first, file=self.out, flush=True)
