@@ -9,7 +9,7 @@ worker brings each back as it was):
 
     UNASSIGNED   starting: config read, source planned, query not active yet. While a
                  call to its broker, stream or registry is retried, `trace` says which
-                 and the fix (waits.py), here and in RUNNING while its query restarts
+                 and the fix (waits.py); so does RUNNING's, for a wait in a batch
     RUNNING      its streaming query is active
     PAUSED       its query stopped after its batch (positions stay in the tables)
     STOPPED      as PAUSED, and Connect's STOPPED: no task; offsets may be altered
