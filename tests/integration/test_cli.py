@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -16,9 +17,10 @@ from floeline.sources.kafka import produce
 pytestmark = pytest.mark.integration
 
 
-def floeline(*args, env=None, timeout=300):
+def floeline(*args, env=None, timeout=300, cwd=None, input_text=None):
     return subprocess.run([sys.executable, "-m", "floeline.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ, **(env or {})))
+                          text=True, timeout=timeout, env=dict(os.environ, **(env or {})), cwd=cwd,
+                          input=input_text)
 
 
 def test_kafka_start_is_idempotent_and_stop_stops(tmp_path):
@@ -70,3 +72,48 @@ def test_run_reports_unreachable_broker(tmp_path, warehouse):
     assert "Kafka Metadata at bootstrap.servers=127.0.0.1:1 still failing after" in run.stderr
     assert "Check that the broker is running and reachable" in run.stderr
     assert "(errors.retry.timeout=3000)" in run.stderr
+
+
+def test_kafka_produce_sends_json_lines_with_their_key_and_headers(kafka, topic_name, tmp_path):
+    from confluent_kafka import Consumer
+
+    topic = topic_name("produce")
+    lines = tmp_path / "orders.jsonl"
+    lines.write_text('{"order_id": 1, "customer_name": "John"}\n\n{"order_id": 2}\n')
+    sent = floeline("kafka", "produce", topic, str(lines), "--bootstrap-servers", kafka,
+                    "--key-field", "order_id", "--header", "source=cli")
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.strip() == f"produced 2 records to topic {topic!r} at bootstrap.servers={kafka}"
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < 2 and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None:
+            got.append((message.key(), message.value(), message.headers()))
+    consumer.close()
+    assert got == [(b"1", b'{"order_id": 1, "customer_name": "John"}', [("source", b"cli")]),
+                   (b"2", b'{"order_id": 2}', [("source", b"cli")])]
+    bad = floeline("kafka", "produce", topic, "-", "--bootstrap-servers", kafka, "--key-field", "id",
+                   input_text='{"order_id": 3}\n')
+    assert bad.returncode == 1 and "stdin line 1 has no field 'id' (--key-field)" in bad.stderr
+
+
+def test_sql_errors_are_one_line_with_the_fix_and_the_trace_in_the_log(tmp_path):
+    from floeline.spark import driver_log_path
+
+    script = tmp_path / "q.sql"
+    script.write_text("SELECT 1 AS a;      -- a comment after it\n-- a comment before the next\n"
+                      "SELECT 2 AS b;\nSELECT parse_json('{\"id\": 1}') AS v\n  ORDER BY v:id\n")
+    run = floeline("sql", "-f", str(script), "--warehouse", str(tmp_path / "warehouse"), cwd=tmp_path)
+    assert run.returncode == 1
+    assert [line for line in run.stdout.splitlines() if line.startswith("-- ")] == [
+        "-- SELECT 1 AS a", "-- SELECT 2 AS b"]
+    assert run.stderr.count("\n") == 1, run.stderr  # one line: no JSON, no JVM stack trace
+    assert run.stderr.startswith("error: statement at line 4 (SELECT parse_json('{\"id\": 1}') AS v): "
+                                 "query failed at line 5, col 12: ORDER BY v:id: a VARIANT value has "
+                                 "no order; cast it to a type, e.g. ORDER BY v:id::NUMBER"), run.stderr
+    assert f"its trace in {driver_log_path()}" in run.stderr
+    assert "INVALID_ORDERING_TYPE" in driver_log_path().read_text(errors="replace")[-200000:]
+    assert not (tmp_path / "spark-warehouse").exists()
