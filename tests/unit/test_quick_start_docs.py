@@ -10,11 +10,13 @@ import pytest
 from quick_starts import ROOT, commands, is_background, pages, quick_starts, section_blocks
 
 
-def test_every_block_of_a_readme_quick_start_is_run_by_the_test():
-    marked = {block.line + 1 for blocks in quick_starts().values() for block in blocks
-              if block.page == "README.md"}  # the fence is the line after the marker
-    unmarked = [f"README.md:{line} {fence}" for line, fence in section_blocks(ROOT / "README.md", "Quick start")
-                if line not in marked]
+def test_every_block_of_a_quick_start_section_is_run_by_the_test():
+    marked = {(block.page, block.line + 1) for blocks in quick_starts().values() for block in blocks}
+    unmarked = []
+    for page in pages():  # the fence is the line after its marker
+        name = page.relative_to(ROOT).as_posix()
+        unmarked += [f"{name}:{line} {fence}" for line, fence in section_blocks(page, "Quick start")
+                     if (name, line) not in marked]
     assert not unmarked, f"mark these with <!-- quickstart NAME: run|file PATH --> (quick_starts.py): {unmarked}"
 
 
