@@ -38,9 +38,11 @@ def secure_kafka(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark():
+    """This run's Spark session: local[2], or the cluster FLOELINE_TEST_SPARK_MASTER names
+    (spark://HOST:PORT: test_cluster.py runs floeline's Kafka reader's tests so)."""
     from floeline.spark import get_spark
 
-    return get_spark()
+    return get_spark(os.environ.get("FLOELINE_TEST_SPARK_MASTER", "local[2]"))
 
 
 @pytest.fixture(autouse=True)

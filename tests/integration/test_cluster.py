@@ -5,7 +5,10 @@ must equal, row by row, the table the local connector writes from the same recor
 The records make the cluster run take both batch paths on its executors: the first
 batches go in one pass (floeline's JVM functions, shipped with --jars), the last one
 holds headers SimpleHeaderConverter parses, which the general path converts in a Python
-UDF (floeline from --py-files, in the interpreter spark.pyspark.python names)."""
+UDF (floeline from --py-files, in the interpreter spark.pyspark.python names).
+
+floeline's Kafka reader runs its own tests on the cluster too (its consumers then live in
+the executors' JVMs), and a stopped query must leave no consumer open on an executor."""
 
 from __future__ import annotations
 
@@ -161,3 +164,98 @@ def test_sigterm_to_floeline_submit_stops_the_connector_cleanly(cluster, kafka, 
     assert submit.returncode == 0, "".join(lines) + out + err
     rows = row_count(str(tmp_path / "wh" / "FLOELINE" / "PUBLIC" / topic.upper()))
     assert rows in (20, 25)  # the second batch is committed whole or not started
+
+
+def test_the_kafka_reader_tests_pass_on_the_cluster(cluster):
+    """floeline's Kafka reader's own tests (test_grouped_kafka_reader.py), their session
+    on the cluster: its consumers then run in the executors' JVMs, not the driver's."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         os.path.join(here, "test_grouped_kafka_reader.py")],
+        env={**os.environ, "FLOELINE_TEST_SPARK_MASTER": cluster.master_url,
+             "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=3600)
+    assert run.returncode == 0, run.stdout[-8000:]
+
+
+# A driver on the cluster that reads a topic with floeline's reader until caught up, stops
+# the query, says so, and keeps its executors until its stdin closes.
+_READ_AND_STOP = """
+import sys
+from floeline.jvm import KAFKA_READER_CLASS
+from floeline.spark import get_spark
+
+master, bootstrap, topic = sys.argv[1:4]
+spark = get_spark(master)
+query = (spark.readStream.format(KAFKA_READER_CLASS).option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).option("tasks", "2").option("minRecordsPerTask", "1")
+         .option("consumerIdleMs", "15000").load()
+         .writeStream.format("noop").trigger(availableNow=True).start())
+query.awaitTermination()
+rows = sum(p["numInputRows"] for p in query.recentProgress)
+print("stopped", spark.sparkContext.applicationId, rows, flush=True)
+sys.stdin.read()
+"""
+
+
+def executor_pids(app_id: str) -> list[int]:
+    """The cluster's executor JVMs of application `app_id` (Linux's /proc)."""
+    from floeline.processes import command_line
+
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()
+            and "CoarseGrainedExecutorBackend" in (command_line(int(p)) or "")
+            and app_id in (command_line(int(p)) or "")]
+
+
+def connections_to(pids: list[int], port: int) -> int:
+    """Established TCP connections of the processes `pids` to `port` (/proc: each socket
+    fd's inode, looked up in the process's tcp tables)."""
+    count = 0
+    for pid in pids:
+        try:
+            inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
+                      if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
+            lines = []
+            for table in ("tcp", "tcp6"):
+                with open(f"/proc/{pid}/net/{table}") as f:
+                    lines += f.read().splitlines()[1:]
+        except OSError:
+            continue  # the process ended
+        for line in lines:
+            fields = line.split()
+            remote_port, state, inode = int(fields[2].rsplit(":", 1)[1], 16), fields[3], fields[9]
+            count += remote_port == port and state == "01" and inode in inodes
+    return count
+
+
+def test_a_stopped_query_leaves_no_consumer_open_on_the_executors(cluster, kafka, topic_name):
+    """A query's stop closes the reader's consumers in the driver's JVM only; each
+    executor's pool closes those idle past consumerIdleMs itself (before: never, for as
+    long as the application ran: a worker's stopped connectors kept theirs)."""
+    topic = topic_name("cluster_idle")
+    devkafka.create_topic(kafka, topic, partitions=2)
+    produce(kafka, topic, [{"value": {"n": i}, "partition": i % 2} for i in range(200)])
+    driver = subprocess.Popen([sys.executable, "-c", _READ_AND_STOP, cluster.master_url, kafka, topic],
+                              env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = driver.stdout.readline()
+        assert line.startswith("stopped "), line + driver.stderr.read()
+        _, app_id, rows = line.split()
+        assert int(rows) == 200
+        executors = executor_pids(app_id)
+        port = int(kafka.rsplit(":", 1)[1])
+        assert executors and connections_to(executors, port) > 0  # kept after the query
+        deadline = time.time() + 60
+        while connections_to(executors, port) and time.time() < deadline:
+            time.sleep(1)
+        assert connections_to(executors, port) == 0, "a stopped query's consumers are still open"
+        assert all(os.path.exists(f"/proc/{pid}") for pid in executors)  # while the executors run
+    finally:
+        driver.stdin.close()
+        try:
+            driver.wait(120)
+        except subprocess.TimeoutExpired:
+            driver.kill()
+            driver.wait()
