@@ -318,7 +318,10 @@ class Connector:
             raise changed from exc
         if isinstance(exc, SourceChanged):
             raise exc
-        reason = java_cause_message(exc, DATA_LOSS_JAVA_ERRORS) or first_lines(str(exc))
+        cause = exc
+        while isinstance(cause, FloelineError) and cause.__cause__ is not None:
+            cause = cause.__cause__  # the reader's own words, not the commit's wrapping
+        reason = java_cause_message(cause, DATA_LOSS_JAVA_ERRORS) or first_lines(str(cause))
         if not self.config.fail_on_data_loss:
             raise SourceChanged(f"connector {self.config.name}: {reason}") from exc
         raise QueryError(f"connector {self.config.name} stopped: {reason}") from exc
@@ -440,13 +443,19 @@ _FOLLOW_AT_MOST = 3
 
 
 def data_lost(exc: BaseException) -> bool:
-    """True when a failure says reading on would skip records (see the lists above)."""
-    if isinstance(exc, SourceChanged):
-        return True
-    if isinstance(exc, FloelineError):
-        return False
-    return (java_cause_is(exc, DATA_LOSS_JAVA_ERRORS)
-            or any(marker in str(exc) for marker in DATA_LOSS_SPARK_ERRORS))
+    """True when a failure, or one it arose from (a commit's TableError wraps the read
+    of its records), says reading on would skip records (see the lists above)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, SourceChanged):
+            return True
+        if not isinstance(exc, FloelineError) and (
+                java_cause_is(exc, DATA_LOSS_JAVA_ERRORS)
+                or any(marker in str(exc) for marker in DATA_LOSS_SPARK_ERRORS)):
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def query_failure(connector: str, exc: BaseException) -> Exception:
