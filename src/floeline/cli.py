@@ -165,10 +165,22 @@ def _submit_worker(args) -> int:
 
 def _cmd_status(args) -> int:
     from floeline.config import load_config
-    from floeline.ops.status import connector_status, format_json, format_text
+    from floeline.ops import status as ops_status
 
-    status = connector_status(load_config(args.config))
-    print(format_json(status) if args.format == "json" else format_text(status))
+    if (args.config is None) == (args.worker is None):
+        raise FloelineError("give a connector config (floeline status CONFIG) or a worker config "
+                            "(floeline status --worker worker.properties), one of the two")
+    if args.worker is not None:
+        from floeline.warehouse.catalog import Warehouse
+        from floeline.worker.settings import load_worker_settings
+
+        settings = load_worker_settings(args.worker)
+        worker = ops_status.worker_status(Warehouse(settings.warehouse, settings.warehouse_s3))
+        print(ops_status.format_worker_json(worker) if args.format == "json"
+              else ops_status.format_worker_text(worker))
+        return 0
+    status = ops_status.connector_status(load_config(args.config))
+    print(ops_status.format_json(status) if args.format == "json" else ops_status.format_text(status))
     return 0
 
 
@@ -481,7 +493,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="per table and channel: committed position, the source's "
                                       "latest and lag, last commit, error counts (no Spark)", **_help("status"))
-    p.add_argument("config")
+    p.add_argument("config", nargs="?")
+    p.add_argument("--worker", metavar="WORKER_PROPERTIES",
+                   help="the warehouse's worker instead: the active one's REST URL, host and pid, "
+                        "and each stored connector's target state")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=_cmd_status)
 

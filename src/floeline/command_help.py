@@ -49,13 +49,16 @@ connectors are created with POST /connectors (a name and the config `floeline ru
   GET /connectors/NAME/status says what a connector waits for or why it failed.
 stopping: Ctrl-C or SIGTERM stops every connector after its batch (exit 0); their
   target states stay in the warehouse, so the next start brings each back.
+a second worker on the same warehouse waits as a standby (REST: 307 to the active one)
+  and takes the connectors over when that one's process is gone or its lease is stale.
 docs: "The worker: many connectors in one warm Spark" (worker.md),
   "The worker's REST API" (worker-rest.md)"""
 
 STATUS = """\
 reads the tables' Delta logs and the source (no Spark): per table and channel the
 committed position, the source's latest, the lag and the last commit; works while the
-connector runs or after it stopped.
+connector runs or after it stopped. --worker worker.properties instead: the active
+worker's REST URL, host and pid, and each stored connector's target state.
 docs: "Operations", section "floeline status" (operations.md)"""
 
 SQL = """\

@@ -14,7 +14,12 @@ read) shard says so.
 
 Error counts: the rows of the table's error table `<TABLE>_ERRORS` (bad records when
 there is no dead-letter queue), and the records in the dead-letter topic when one is
-set (all of them: the topic is not split by table)."""
+set (all of them: the topic is not split by table).
+
+A connector a `floeline worker` runs (its config in the warehouse's worker store) also
+shows that worker's REST URL, from the worker lease it renews (worker/store.py);
+`floeline status --worker worker.properties` shows the worker alone: the active one's
+URL, host and pid, and every stored connector's target state."""
 
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from floeline.sources.routes import table_for_route
 from floeline.warehouse import delta_log, owners
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.warehouse.positions import committed_in_log
+from floeline.worker.store import ConnectorStore, WorkerLease
 
 
 @dataclass
@@ -68,6 +74,51 @@ class ConnectorStatus:
     dead_letter_topic: str | None = None
     dead_letter_records: int | None = None
     notes: list[str] = field(default_factory=list)  # what could not be read, and why
+    # A connector a floeline worker runs: that worker, as WorkerStatus.describe says it.
+    worker: str | None = None
+
+
+@dataclass
+class WorkerStatus:
+    """The warehouse's worker, from its lease (None fields: no worker holds it)."""
+
+    warehouse: str
+    rest_url: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    renewed_s_ago: float | None = None
+    active: bool = False  # renewed within its timeout
+    connectors: dict[str, str] = field(default_factory=dict)  # name -> target state
+
+    def describe(self) -> str:
+        if self.host is None:
+            return "none (no worker holds the warehouse's lease)"
+        where = f"host {self.host}, pid {self.pid}, lease renewed {self.renewed_s_ago:.1f} s ago"
+        state = "active" if self.active else "not renewing its lease: gone or stalled; a standby takes over"
+        return f"{self.rest_url or '(no REST URL recorded)'} ({state}; {where})"
+
+
+def worker_status(warehouse: Warehouse, with_connectors: bool = True) -> WorkerStatus:
+    """Who holds the warehouse's worker lease, and (with_connectors) the stored
+    connectors' target states."""
+    status = WorkerStatus(warehouse.location)
+    holder = WorkerLease(warehouse.storage, warehouse.location).holder()
+    if holder is not None:
+        now = int(time.time() * 1000)
+        status.rest_url, status.host, status.pid = holder.listener, holder.host, holder.pid
+        status.renewed_s_ago = max(0, now - holder.heartbeat_ms) / 1000
+        status.active = not holder.stale(now)
+    if with_connectors:
+        stored = ConnectorStore(warehouse.storage, warehouse.location).load_all()
+        status.connectors = {s.name: s.target_state for s in stored}
+    return status
+
+
+def _run_by_worker(warehouse: Warehouse, name: str) -> str | None:
+    """The worker running connector `name`, described; None when no worker stores it."""
+    if ConnectorStore(warehouse.storage, warehouse.location).load(name) is None:
+        return None
+    return worker_status(warehouse, with_connectors=False).describe()
 
 
 def connector_status(config) -> ConnectorStatus:
@@ -91,6 +142,10 @@ def connector_status(config) -> ConnectorStatus:
                               table_for_route(route, chain, source.table_name))
         refs[ref.full_name] = ref
         listed.setdefault(ref.full_name, []).extend(c.id for c in channels if c.route == route)
+    try:
+        status.worker = _run_by_worker(warehouse, config.name)
+    except FloelineError as exc:
+        status.notes.append(f"cannot read the warehouse's worker records: {exc}")
     held = {name: committed_in_log(ref.path, config.name, files) for name, ref in refs.items()}
     positions: dict[str, str] = {}
     for committed, _commit in held.values():
@@ -184,6 +239,8 @@ def format_json(status: ConnectorStatus) -> str:
 
 def format_text(status: ConnectorStatus) -> str:
     lines = [f"connector {status.connector} ({status.source})"]
+    if status.worker:
+        lines.append(f"worker: {status.worker}")
     for table in status.tables:
         if not table.exists:
             lines.append(f"{table.table}: no table yet")
@@ -214,3 +271,18 @@ def _lag(value: int | None, unit: str) -> str:
 
 def _show(value) -> str:
     return "-" if value is None else str(value)
+
+
+def format_worker_text(status: WorkerStatus) -> str:
+    lines = [f"worker: {status.describe()}", f"warehouse: {status.warehouse}"]
+    if status.connectors:
+        width = max(len("CONNECTOR"), *(len(n) for n in status.connectors))
+        lines.append(f"  {'CONNECTOR'.ljust(width)}  TARGET")
+        lines += [f"  {name.ljust(width)}  {target}" for name, target in sorted(status.connectors.items())]
+    else:
+        lines.append("no connectors stored")
+    return "\n".join(lines)
+
+
+def format_worker_json(status: WorkerStatus) -> str:
+    return json.dumps(asdict(status), indent=2)

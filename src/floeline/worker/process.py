@@ -1,15 +1,17 @@
 """`floeline worker [worker.properties]`: the long-running process that hosts many
 connectors in one warm Spark session.
 
-In order: read the worker's settings; take the warehouse's worker lease (store.py: a
-second worker on the same warehouse is refused here, before Spark starts, naming the
-first); start Spark once; start the REST server (rest.py) and print, flushed,
-`rest.url=http://HOST:PORT` once it accepts requests; bring back every stored connector
-in its target state (herder.py); with floeline.pipes=true, run the warehouse's
-auto-ingest pipes on a thread, as `floeline pipes run` does. SIGINT/SIGTERM stop every
-connector after its batch, then the process exits 0 (their target states stay, so the
-next start brings them back). A lease taken over by another worker (this one stalled
-past its timeout) stops everything and exits 1."""
+In order: read the worker's settings; try the warehouse's worker lease (store.py);
+start Spark once; start the REST server (rest.py) and print, flushed,
+`rest.url=http://HOST:PORT` once it accepts requests. When another live worker holds
+the lease, this one is a standby (standby.py): its listener points requests at the
+active worker, and it takes the lease once that worker's process is gone or it stops
+renewing. Holding the lease, it records its REST URL there, brings back every stored
+connector in its target state (herder.py) and, with floeline.pipes=true, runs the
+warehouse's auto-ingest pipes on a thread, as `floeline pipes run` does.
+SIGINT/SIGTERM stop every connector after its batch, then the process exits 0 (their
+target states stay, so the next start brings them back). A lease taken over by another
+worker (this one stalled past its timeout) stops everything and exits 1."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from floeline.errors import FloelineError
 from floeline.signals import stop_signals
 from floeline.worker.herder import Herder, LinePrefixer
 from floeline.worker.settings import WorkerSettings, load_worker_settings
+from floeline.worker.standby import Standby
 from floeline.worker.store import ConnectorStore, WorkerLease
 
 log = logging.getLogger("floeline")
@@ -53,17 +56,35 @@ def run_worker(path: str | None, out=None) -> int:
     warehouse = Warehouse(settings.warehouse, settings.warehouse_s3)
     lease = WorkerLease(warehouse.storage, warehouse.location, settings.lease_timeout_ms,
                         listener=settings.listener.url)
-    lease.acquire()
+    holder = lease.try_acquire()
+    standby = Standby(lease, holder) if holder is not None else None
+    if standby is not None:
+        print(f"worker: standby: the connectors of warehouse {warehouse.location} run in the worker at "
+              f"{standby.describe()}; this one takes over when that worker's process is gone or it "
+              f"stops renewing its lease (floeline.worker.lease.timeout.ms={holder.timeout_ms})",
+              file=out, flush=True)
+    elif lease.taken_from:
+        print(f"worker: took over the warehouse's connectors from the worker at {lease.taken_from}",
+              file=out, flush=True)
     stopping = threading.Event()
     herder = server = pipes = None
     try:
         with stop_signals(stopping.set):
             spark = _start_spark(settings, out)
             herder = Herder(spark, settings, ConnectorStore(warehouse.storage, warehouse.location), out=out)
-            server = rest_server(settings, herder).start()
-            lease.listener = server.url
+            server = rest_server(settings, herder)
+            server.standby = standby
+            server.start()
             print(f"rest.url={server.url}", file=out, flush=True)
+            lease.listener = server.advertised_url
+            if standby is not None:
+                if not standby.wait(stopping):
+                    return 0
+                print(f"worker: took over the warehouse's connectors from the worker at {lease.taken_from}",
+                      file=out, flush=True)
+            lease.advertise(server.advertised_url)
             names = herder.start()
+            server.standby = None
             print(f"worker: warehouse {warehouse.location}; {len(names)} connector(s) restored"
                   + (f": {', '.join(names)}" if names else ""), file=out, flush=True)
             if settings.pipes:

@@ -19,6 +19,9 @@ out masked (masking.py); a masked secret sent back keeps the stored one. Optiona
 auth (auth.py) and TLS come from the worker's keys:
 
     listeners=http://127.0.0.1:8083 | https://HOST:PORT   (one listener; port 0: any free)
+    rest.advertised.host.name / rest.advertised.port / rest.advertised.listener
+                                           the URL others reach this worker at (Connect's keys;
+                                           recorded in the warehouse's worker lease)
     listeners.https.ssl.certificate.location=PEM certificate (chain)
     listeners.https.ssl.key.location=PEM private key (or in the certificate's file)
     listeners.https.ssl.key.password=the key's passphrase, if it has one
@@ -32,6 +35,7 @@ import io
 import json
 import logging
 import re
+import socket
 import ssl
 import threading
 import time
@@ -75,6 +79,9 @@ class RestSettings:
     key_password: str | None = None
     users_file: str | None = None
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    advertised_scheme: str | None = None  # rest.advertised.listener
+    advertised_host: str | None = None  # rest.advertised.host.name
+    advertised_port: int | None = None  # rest.advertised.port
 
     @staticmethod
     def from_properties(props: Mapping[str, str]) -> RestSettings:
@@ -94,9 +101,18 @@ class RestSettings:
         if scheme == "http" and (cert or key):
             raise ConfigError("listeners.https.ssl.* are set but listeners is http://...; "
                               "use https://HOST:PORT or remove them")
+        advertised_scheme = _blank_none(props.get("rest.advertised.listener"))
+        if advertised_scheme is not None and advertised_scheme.lower() not in ("http", "https"):
+            raise ConfigError(f"rest.advertised.listener={advertised_scheme!r}: accepted values: http, https")
+        advertised_port = _blank_none(props.get("rest.advertised.port"))
+        if advertised_port is not None and (not advertised_port.isdigit() or not 0 < int(advertised_port) < 65536):
+            raise ConfigError(f"rest.advertised.port={advertised_port!r}: accepted values: a port, 1-65535")
         return RestSettings(scheme, host, port, cert, key,
                             _blank_none(props.get("listeners.https.ssl.key.password")),
-                            _blank_none(props.get(USERS_FILE_KEY)), max_connections(props))
+                            _blank_none(props.get(USERS_FILE_KEY)), max_connections(props),
+                            advertised_scheme and advertised_scheme.lower(),
+                            _blank_none(props.get("rest.advertised.host.name")),
+                            int(advertised_port) if advertised_port else None)
 
     def tls_context(self) -> ssl.SSLContext | None:
         if self.scheme != "https":
@@ -510,6 +526,9 @@ class RestServer:
         self.users: Users | None = load_users(self.settings.users_file) if self.settings.users_file else None
         self.herder = herder
         self.api = ConnectApi(herder, lambda: self.url)
+        # While this worker is a standby: an object whose reply(request) answers in the
+        # active worker's stead (standby.py), None for a request it lets through.
+        self.standby = None
         self._server = _Server((self.settings.host, self.settings.port), _handler_for(self),
                                self.settings.max_connections)
         context = self.settings.tls_context()
@@ -527,9 +546,18 @@ class RestServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.settings.scheme}://{host}:{self.port}"
 
+    @property
+    def advertised_url(self) -> str:
+        """Where other machines reach this worker, as Connect advertises it: the
+        rest.advertised.* keys, else the listener's (a wildcard host: this machine's name)."""
+        s = self.settings
+        host = s.advertised_host or (socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host)
+        host = f"[{host}]" if ":" in host else host
+        return f"{s.advertised_scheme or s.scheme}://{host}:{s.advertised_port or self.port}"
+
     def start(self) -> RestServer:
         if hasattr(self.herder, "set_worker_id"):
-            self.herder.set_worker_id(f"{self.host}:{self.port}")
+            self.herder.set_worker_id(urlsplit(self.advertised_url).netloc)
         self._thread.start()
         return self
 
@@ -612,7 +640,9 @@ def _handler_for(server: RestServer) -> type[BaseHTTPRequestHandler]:
                 raise limits.Unreadable(f"the request target {self.path[:80]!r} is not a path: {exc}") from None
             request = Request(self.command, parts.path, parse_qs(parts.query, keep_blank_values=True),
                               body, self.headers)
-            return route(server.api, request)
+            standby = server.standby
+            redirected = standby.reply(request, parts.query) if standby is not None else None
+            return redirected or route(server.api, request)
 
         def _send(self, reply: Reply) -> None:
             payload = reply.raw

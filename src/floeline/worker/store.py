@@ -14,9 +14,11 @@ config store, as Connect's config topic is; the REST API masks them on the way o
 
 The lease keeps one worker per warehouse: two workers would both run every stored
 connector. A worker takes it by compare-and-swap (storage.put_if) and renews it every
-timeout/4; another worker refuses to start, naming the holder (host, pid), unless the
-holder's process is gone (same host: the pid no longer runs, or runs another program
-since it started later than the lease says) or it has not renewed within its timeout."""
+timeout/4; it records the worker's REST URL, so a standby (standby.py) and `floeline
+status` can say where the active worker is. Another worker cannot take it while the
+holder lives; it can once the holder's process is gone (same host: the pid no longer
+runs, or runs another program since it started later than the lease says) or the
+holder has not renewed within its timeout."""
 
 from __future__ import annotations
 
@@ -146,8 +148,10 @@ class WorkerLease:
         self.started_ms = _now_ms()
         self.version: object | None = None
         self.lost: str | None = None  # why, once another worker took the lease
+        self.taken_from: str | None = None  # whose lease try_acquire took over, and why
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._renewing = threading.Lock()  # one compare-and-swap at a time (beat and advertise)
 
     def _record(self) -> LeaseRecord:
         return LeaseRecord(socket.gethostname(), os.getpid(), self.token, self.started_ms, _now_ms(),
@@ -165,27 +169,53 @@ class WorkerLease:
 
     def acquire(self) -> None:
         """Take the lease, or raise WorkerRunning naming the live holder."""
+        holder = self.try_acquire()
+        if holder is not None:
+            now = _now_ms()
+            raise WorkerRunning(
+                f"another floeline worker runs the connectors of this warehouse "
+                f"({holder.describe(now)}); a warehouse takes one worker. Stop that worker "
+                f"first, or give this one another floeline.warehouse. (A worker that stops "
+                f"renewing {self.location} is taken over after {holder.timeout_ms / 1000:.0f} s.)")
+
+    def try_acquire(self) -> LeaseRecord | None:
+        """Take the lease (None), unless a live worker holds it: then its record. A dead
+        or silent holder's lease is taken; `taken_from` then says whose and why."""
         for _attempt in range(10):
             current, version = self._read()
             now = _now_ms()
+            self.taken_from = None
             if current is not None and current.token != self.token:
                 if not (current.stale(now) or current.gone()):
-                    raise WorkerRunning(
-                        f"another floeline worker runs the connectors of this warehouse "
-                        f"({current.describe(now)}); a warehouse takes one worker. Stop that worker "
-                        f"first, or give this one another floeline.warehouse. (A worker that stops "
-                        f"renewing {self.location} is taken over after {current.timeout_ms / 1000:.0f} s.)")
-                log.warning("taking over the worker lease of %s (%s)", current.describe(now),
-                            "its process is gone" if current.gone() else "it stopped renewing")
+                    return current
+                self.taken_from = f"{current.describe(now)}: " + (
+                    "its process is gone" if current.gone() else
+                    f"not renewed within floeline.worker.lease.timeout.ms={current.timeout_ms}")
+                log.warning("taking over the worker lease of %s", self.taken_from)
             new_version = self.storage.put_if(self.location, json.dumps(asdict(self._record())), version)
             if new_version is not None:
                 self.version = new_version
                 self._start_renewing()
-                return
+                return None
         raise WorkerRunning(f"the worker lease {self.location} keeps changing; is another worker starting?")
+
+    def holder(self) -> LeaseRecord | None:
+        """The lease's record as it is now (None: nobody holds it)."""
+        return self._read()[0]
+
+    def advertise(self, listener: str) -> None:
+        """Record this worker's REST URL in the lease now (a standby and `floeline
+        status` read it), not at the next renewal."""
+        self.listener = listener
+        if self.version is not None:
+            self.renew()
 
     def renew(self) -> bool:
         """Write a new heartbeat; False (and `lost` says why) when another worker took it."""
+        with self._renewing:
+            return self._renew()
+
+    def _renew(self) -> bool:
         if self.lost:
             return False
         new_version = self.storage.put_if(self.location, json.dumps(asdict(self._record())), self.version)
