@@ -73,11 +73,12 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * Options (as Spark's source names them): kafka.* (the consumer's settings), subscribe or
  * subscribePattern, startingOffsets ("earliest", "latest" or Spark's JSON, -2 for earliest and
- * -1 for latest; a partition the JSON names starts there also when the query first sees it
- * after a restart from a checkpoint), maxOffsetsPerTrigger, includeHeaders (true only),
+ * -1 for latest), maxOffsetsPerTrigger, includeHeaders (true only),
  * failOnDataLoss (true only), kafkaConsumer.pollTimeoutMs (or pollTimeoutMs; default 120000: a
  * fetch that gets nothing for this long fails the batch with a TimeoutException, as Spark's
  * does), and this reader's own: tasks (consumers per batch; default 4), minRecordsPerTask,
+ * newPartitionOffsets (Spark's JSON: where a partition the query has not read yet starts,
+ * e.g. one its checkpoint does not hold; else at its earliest record, which must be 0),
  * consumerIdleMs (how long a kept consumer may sit unused; default Spark's
  * spark.kafka.consumer.cache.timeout, 5 minutes). Every other option, Spark's included
  * (assign, startingOffsetsByTimestamp, minPartitions, maxTriggerDelay, ...), is refused when
@@ -118,7 +119,7 @@ public final class GroupedKafka implements TableProvider {
     }
 
     // The options this reader implements (lower case), beside kafka.*.
-    static final Set<String> OPTIONS = Set.of("subscribe", "subscribepattern", "startingoffsets",
+    static final Set<String> OPTIONS = Set.of("subscribe", "subscribepattern", "startingoffsets", "newpartitionoffsets",
         "maxoffsetspertrigger", "includeheaders", "failondataloss", "kafkaconsumer.polltimeoutms",
         "polltimeoutms", "tasks", "minrecordspertask", "consumeridlems");
     // Spark's Kafka source options this reader does not implement (lower case).
@@ -323,6 +324,7 @@ public final class GroupedKafka implements TableProvider {
         private final List<String> topics;
         private final Pattern pattern;
         private final String startingOffsets;
+        private final String newPartitionOffsets;
         private final long maxOffsetsPerTrigger;
         private final int tasks;
         private final long recordsPerTask;
@@ -346,6 +348,7 @@ public final class GroupedKafka implements TableProvider {
             topics = subscribe == null ? List.of() : List.of(subscribe.split(","));
             pattern = subscribePattern == null ? null : Pattern.compile(subscribePattern);
             startingOffsets = o.getOrDefault("startingOffsets", "earliest").trim();
+            newPartitionOffsets = o.getOrDefault("newPartitionOffsets", "").trim();
             maxOffsetsPerTrigger = o.getLong("maxOffsetsPerTrigger", Long.MAX_VALUE);
             tasks = o.getInt("tasks", 4);
             recordsPerTask = Math.max(1, o.getLong("minRecordsPerTask", MIN_RECORDS_PER_TASK));
@@ -408,20 +411,21 @@ public final class GroupedKafka implements TableProvider {
         }
 
         /**
-         * The offsets of the startingOffsets JSON, -1 (latest) and -2 (earliest) resolved, for
-         * the partitions among `tps` it names (none for "earliest" or "latest"). With
-         * `all`: `tps` are all the partitions there are, and one the JSON gives an offset to
-         * that is not among them is gone (DataLoss).
+         * The offsets of Spark's offset JSON `json` (startingOffsets, newPartitionOffsets),
+         * -1 (latest) and -2 (earliest) resolved, for the partitions among `tps` it names
+         * (none when it is no JSON: "earliest", "latest", ""). With `all`: `tps` are all the
+         * partitions there are, and one the JSON gives an offset to that is not among them is
+         * gone (DataLoss).
          */
-        private Map<TopicPartition, Long> givenStart(Set<TopicPartition> tps, boolean all) {
+        private Map<TopicPartition, Long> givenStart(String json, Set<TopicPartition> tps, boolean all) {
             Map<TopicPartition, Long> given = new HashMap<>();
-            if (!startingOffsets.startsWith("{")) {
+            if (!json.startsWith("{")) {
                 return given;
             }
             Set<TopicPartition> gone = new TreeSet<>(Comparator.comparing(TopicPartition::toString));
             Set<TopicPartition> latest = new HashSet<>();
             Set<TopicPartition> first = new HashSet<>();
-            Positions.parse(startingOffsets).offsets.forEach((tp, o) -> {
+            Positions.parse(json).offsets.forEach((tp, o) -> {
                 if (!tps.contains(tp)) {
                     if (all && o >= 0) {
                         gone.add(tp);
@@ -433,12 +437,12 @@ public final class GroupedKafka implements TableProvider {
                 } else if (o >= 0) {
                     given.put(tp, o);
                 } else {
-                    throw new IllegalArgumentException("startingOffsets: offset " + o + " of " + tp
+                    throw new IllegalArgumentException("offset " + o + " of " + tp + " in " + json
                         + " is none of an offset, -1 (latest) or -2 (earliest)");
                 }
             });
             if (!gone.isEmpty()) {
-                throw new DataLoss("partitions " + gone + " to start from " + startingOffsets
+                throw new DataLoss("partitions " + gone + " to start from " + json
                     + " are gone: their topic was deleted, or it has fewer partitions now");
             }
             given.putAll(latest.isEmpty() ? Map.of() : driver.endOffsets(latest, Duration.ofMillis(pollTimeoutMs)));
@@ -454,7 +458,7 @@ public final class GroupedKafka implements TableProvider {
             if (startingOffsets.equalsIgnoreCase("latest")) {
                 start.putAll(driver.endOffsets(tps, Duration.ofMillis(pollTimeoutMs)));
             } else if (!startingOffsets.equalsIgnoreCase("earliest")) {
-                start.putAll(givenStart(tps, true));
+                start.putAll(givenStart(startingOffsets, tps, true));
             }
             return new Positions(start);
         }
@@ -527,16 +531,17 @@ public final class GroupedKafka implements TableProvider {
         }
 
         /**
-         * Where partitions the query had not read start: where the startingOffsets JSON
-         * says (floeline gives each partition it knew at start its place), else at their
-         * earliest record, which must then be offset 0: a partition added while the query
-         * ran whose first records are already gone lost them (Spark's check).
+         * Where partitions the query had not read start: where the newPartitionOffsets JSON
+         * says (floeline gives each partition it knew when the query started its place: a
+         * topic subscribed since the checkpoint was made starts where its table says), else
+         * at their earliest record, which must then be offset 0: a partition added while the
+         * query ran whose first records are already gone lost them (Spark's check).
          */
         private Map<TopicPartition, Long> addedStart(Set<TopicPartition> added) {
             if (added.isEmpty()) {
                 return Map.of();
             }
-            Map<TopicPartition, Long> starts = new HashMap<>(givenStart(added, false));
+            Map<TopicPartition, Long> starts = new HashMap<>(givenStart(newPartitionOffsets, added, false));
             Set<TopicPartition> rest = new HashSet<>(added);
             rest.removeAll(starts.keySet());
             for (Map.Entry<TopicPartition, Long> e : earliest(rest).entrySet()) {

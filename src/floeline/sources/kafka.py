@@ -168,9 +168,14 @@ class KafkaSource:
             reader = reader.option("subscribePattern", cfg.topics_regex)
         else:
             reader = reader.option("subscribe", ",".join(cfg.topics))
-        # With a checkpoint, Spark's source ignores startingOffsets; floeline's starts a
-        # partition the checkpoint does not hold (a topic subscribed since) there too.
-        reader = reader.option("startingOffsets", starting_offsets_json(starts) if starts else "earliest")
+        if starts and not has_checkpoint:
+            reader = reader.option("startingOffsets", starting_offsets_json(starts))
+        else:
+            reader = reader.option("startingOffsets", "earliest")
+        if starts and self.bounded_read_tasks:
+            # floeline's reader: where a partition the checkpoint does not hold (a topic
+            # subscribed since it was made) starts; else its earliest, which must be 0.
+            reader = reader.option("newPartitionOffsets", starting_offsets_json(starts))
         return reader.load()
 
     def _reader_format(self, spark) -> str:
