@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.floeline-setup
 
-.PHONY: setup demo demo-firehose test unit bench bench-cold kafka-start kafka-stop aws-start aws-stop clean
+.PHONY: setup demo demo-firehose test test-cluster unit bench bench-cold kafka-start kafka-stop aws-start aws-stop clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,11 @@ demo-firehose: setup
 
 test: setup
 	$(BIN)/pytest -q tests
+
+# The opt-in tests on a local Spark standalone cluster (one master, two workers of 1 core):
+# floeline submit, the worker on the cluster with an S3 warehouse, the loss of an executor host.
+test-cluster: setup
+	FLOELINE_CLUSTER_TESTS=1 $(BIN)/pytest -q tests/integration/test_cluster.py tests/integration/test_cluster_worker.py
 
 unit: setup
 	$(BIN)/pytest -q tests/unit

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 import urllib.request
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from floeline.dev.services import HOST, log_tail, stop_process
 from floeline.errors import ServiceUnavailable
-from floeline.processes import command_line
+from floeline.processes import command_line, recorded_pid
 
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
@@ -29,6 +30,9 @@ class LocalCluster:
     master_url: str  # spark://127.0.0.1:PORT
     master_ui: str  # http://127.0.0.1:PORT (its /json lists workers and applications)
     worker_uis: list[str]
+    state: Path | None = None  # where its pid files, logs and work directories are
+    cores: int = 1  # what each worker offers
+    memory: str = "1g"
 
     def master_state(self) -> dict:
         return _get_json(self.master_ui + "/json/")
@@ -80,16 +84,12 @@ def start(state: Path, master_port: int, ui_ports: list[int], workers: int = 2,
     master_url = f"spark://{HOST}:{master_port}"
     launches = [_daemon(state, "start", MASTER, 1, "--host", HOST, "--port", str(master_port),
                         "--webui-port", str(ui_ports[0]))]
-    for i in range(1, workers + 1):
-        work = state / f"work-{i}"
-        work.mkdir(parents=True, exist_ok=True)
-        # Started together with the master (spark-daemon.sh waits ~2.5 s for each): a
-        # worker retries its registration until the master answers.
-        launches.append(_daemon(state, "start", WORKER, i, "--host", HOST, "--cores", str(cores),
-                                "--memory", memory, "--work-dir", str(work),
-                                "--webui-port", str(ui_ports[i]), master_url))
     cluster = LocalCluster(master_url, f"http://{HOST}:{ui_ports[0]}",
-                           [f"http://{HOST}:{port}" for port in ui_ports[1:workers + 1]])
+                           [f"http://{HOST}:{port}" for port in ui_ports[1:workers + 1]],
+                           state, cores, memory)
+    # Started together with the master (spark-daemon.sh waits ~2.5 s for each): a
+    # worker retries its registration until the master answers.
+    launches += [_launch_worker(cluster, i) for i in range(1, workers + 1)]
     try:
         for launch in launches:
             output, _ = launch.communicate(timeout=60)
@@ -112,6 +112,70 @@ def start(state: Path, master_port: int, ui_ports: list[int], workers: int = 2,
     except BaseException:
         stop(state, workers)
         raise
+
+
+def _launch_worker(cluster: LocalCluster, i: int) -> subprocess.Popen:
+    """spark-daemon.sh starting worker `i` (1-based) of `cluster`."""
+    work = cluster.state / f"work-{i}"
+    work.mkdir(parents=True, exist_ok=True)
+    port = cluster.worker_uis[i - 1].rsplit(":", 1)[1]
+    return _daemon(cluster.state, "start", WORKER, i, "--host", HOST, "--cores", str(cluster.cores),
+                   "--memory", cluster.memory, "--work-dir", str(work), "--webui-port", port,
+                   cluster.master_url)
+
+
+def _alive_ids(cluster: LocalCluster, ui: str | None = None) -> set[str]:
+    """Ids of the workers the master lists ALIVE (those with web UI `ui` only, if given)."""
+    try:
+        workers = cluster.master_state()["workers"]
+    except OSError:
+        return set()
+    return {w["id"] for w in workers if w["state"] == "ALIVE" and ui in (None, w.get("webuiaddress"))}
+
+
+def kill_worker(cluster: LocalCluster, i: int) -> list[int]:
+    """SIGKILL worker `i` (1-based) and every process it launched (its executors and
+    their Python workers, which run in its work directory), as a host that dies does;
+    the pids killed. The master drops the worker when its connection breaks."""
+    pid = recorded_pid(_pid_file(cluster.state, WORKER, i))
+    work = str(cluster.state / f"work-{i}")
+    victims = [pid] if pid and WORKER in (command_line(pid) or "") else []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in victims:
+            try:
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            if cwd == work or cwd.startswith(work + "/"):
+                victims.append(int(entry.name))
+    for victim in victims:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return victims
+
+
+def restart_worker(cluster: LocalCluster, i: int, timeout_s: float = 60) -> None:
+    """Start worker `i` again (after kill_worker); return once the master lists it
+    alive (a new registration, not the killed one it has not dropped yet)."""
+    ui = cluster.worker_uis[i - 1]
+    before = _alive_ids(cluster, ui)
+    output, _ = _launch_worker(cluster, i).communicate(timeout=60)
+    if "failed to launch" in output:
+        raise ServiceUnavailable(f"Spark worker {i} did not start again:\n{output}")
+    deadline = time.monotonic() + timeout_s
+    while not _alive_ids(cluster, ui) - before:
+        if time.monotonic() > deadline:
+            raise ServiceUnavailable(f"the Spark master {cluster.master_url} did not list worker {i} "
+                                     f"alive again within {timeout_s:.0f}s; its log: "
+                                     f"{log_tail(_worker_log(cluster.state, i), 15)}")
+        time.sleep(0.3)
+
+
+def _worker_log(state: Path, i: int) -> Path:
+    logs = sorted((state / "logs").glob(f"*{WORKER}-{i}-*.out"))
+    return logs[-1] if logs else state / "logs"
 
 
 def stop(state: Path, workers: int = 2) -> list[int]:
@@ -149,3 +213,16 @@ def leftover_processes(state: Path) -> list[int]:
         if state in line or cwd == state or cwd.startswith(state + "/"):
             found.append(int(entry.name))
     return found
+
+
+def stop_and_reap(state: Path, workers: int = 2) -> list[int]:
+    """Stop the cluster, then SIGKILL any of its processes that outlived the stop (a
+    test's clean-up); those pids, which a test expects to be none."""
+    stop(state, workers)
+    leftover = leftover_processes(state)
+    for pid in leftover:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return leftover
