@@ -145,3 +145,21 @@ def test_floeline_status_names_the_active_worker_and_its_connectors(tmp_path, ac
     assert capsys.readouterr().out.startswith("worker: none (no worker holds the warehouse's lease)")
     assert cli_main(["status"]) == 1
     assert "one of the two" in capsys.readouterr().err
+
+
+def test_a_standby_says_when_the_active_worker_has_no_rest_url_yet(tmp_path):
+    starting = WorkerLease(LocalStorage(), str(tmp_path))  # its listener not serving yet
+    starting.acquire()
+    try:
+        lease = WorkerLease(LocalStorage(), str(tmp_path))
+        server = RestServer({"listeners": "http://127.0.0.1:0"}, InMemoryContractHerder())
+        server.standby = Standby(lease, lease.try_acquire())
+        server.start()
+        try:
+            status, body, headers = call(f"{server.url}/connectors")
+        finally:
+            server.close()
+        assert status == 503 and headers["Retry-After"] == "1"
+        assert "is starting and has not recorded its REST URL yet" in body["message"]
+    finally:
+        starting.release()

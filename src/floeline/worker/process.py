@@ -54,8 +54,8 @@ def run_worker(path: str | None, out=None) -> int:
     from floeline.warehouse.catalog import Warehouse
 
     warehouse = Warehouse(settings.warehouse, settings.warehouse_s3)
-    lease = WorkerLease(warehouse.storage, warehouse.location, settings.lease_timeout_ms,
-                        listener=settings.listener.url)
+    # The REST URL goes into the lease once the listener serves (its port may be 0 until then).
+    lease = WorkerLease(warehouse.storage, warehouse.location, settings.lease_timeout_ms)
     holder = lease.try_acquire()
     standby = Standby(lease, holder) if holder is not None else None
     if standby is not None:
@@ -75,14 +75,17 @@ def run_worker(path: str | None, out=None) -> int:
             server = rest_server(settings, herder)
             server.standby = standby
             server.start()
-            print(f"rest.url={server.url}", file=out, flush=True)
             lease.listener = server.advertised_url
+            if standby is None:
+                lease.advertise(server.advertised_url)  # before rest.url: a standby started then finds it
+            print(f"rest.url={server.url}", file=out, flush=True)
             if standby is not None:
                 if not standby.wait(stopping):
                     return 0
-                print(f"worker: took over the warehouse's connectors from the worker at {lease.taken_from}",
+                print("worker: took over the warehouse's connectors from the worker at "
+                      + (lease.taken_from or f"{standby.describe()}, which stopped and released its lease"),
                       file=out, flush=True)
-            lease.advertise(server.advertised_url)
+                lease.advertise(server.advertised_url)
             names = herder.start()
             server.standby = None
             print(f"worker: warehouse {warehouse.location}; {len(names)} connector(s) restored"

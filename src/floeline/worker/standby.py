@@ -63,10 +63,14 @@ class Standby:
         if request.method in ("GET", "HEAD") and request.path.rstrip("/") == "":
             return None
         holder = self.holder
-        if self.lease.version is not None or holder.listener is None or holder.stale(self.seen_ms):
+        if self.lease.version is not None or holder.stale(self.seen_ms):
             return error_reply(503, "This worker is a standby taking over the warehouse's connectors "
                                     "(no worker is active now); try again in a few seconds",
                                {"Retry-After": "1"})
+        if holder.listener is None:
+            return error_reply(503, f"This worker is a standby; the active worker (host {holder.host}, pid "
+                                    f"{holder.pid}) is starting and has not recorded its REST URL yet; "
+                                    f"try again in a few seconds", {"Retry-After": "1"})
         location = holder.listener.rstrip("/") + request.path + (f"?{query}" if query else "")
         return error_reply(307, f"This worker is a standby: the warehouse's connectors run in the "
                                 f"active worker {self.describe()}; send requests to {holder.listener} "
