@@ -90,12 +90,13 @@ def wait_for_rows(log_dirs: list[str], wanted: int, timeout_s: float = 600) -> f
     return time.time() - started
 
 
-def rest(base: str, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+def rest(base: str, method: str, path: str, body: dict | None = None,
+         timeout_s: float = 60) -> tuple[int, object]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(base + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             text = response.read().decode()
             return response.status, json.loads(text) if text else None
     except urllib.error.HTTPError as exc:
