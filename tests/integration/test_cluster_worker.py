@@ -195,11 +195,14 @@ def landed(spark, tables: dict[str, str], total_a: int, total_b: int, kinesis: i
             and len(kinesis_rows(spark, tables["kin"])) >= kinesis)
 
 
-def failed_tasks(driver: Driver, app: str) -> int:
+def failed_tasks(driver: Driver, app: str) -> int | str:
     """Tasks of `app` that failed, from the driver's UI (a task running on an executor
     that is lost fails with ExecutorLostFailure, which Spark logs at INFO only)."""
-    with urllib.request.urlopen(f"{driver.ui}/api/v1/applications/{app}/stages", timeout=30) as answer:
-        return sum(stage.get("numFailedTasks", 0) for stage in json.load(answer))
+    try:
+        with urllib.request.urlopen(f"{driver.ui}/api/v1/applications/{app}/stages", timeout=60) as answer:
+            return sum(stage.get("numFailedTasks", 0) for stage in json.load(answer))
+    except OSError as exc:
+        return f"unknown (the driver's UI: {exc})"
 
 
 class LostHost:
@@ -220,8 +223,12 @@ class LostHost:
                      for i in range(len(self.cluster.worker_uis))}
 
         def busy() -> int | None:
-            with urllib.request.urlopen(f"{driver.ui}/api/v1/applications/{app}/executors", timeout=10) as r:
-                running = {e["id"] for e in json.load(r) if e["activeTasks"] > 0}
+            try:
+                with urllib.request.urlopen(f"{driver.ui}/api/v1/applications/{app}/executors",
+                                            timeout=30) as r:
+                    running = {e["id"] for e in json.load(r) if e["activeTasks"] > 0}
+            except OSError:  # the driver's UI slow to answer on a loaded machine: ask again
+                return None
             return next((i for i, ids in executors.items() if ids & running), None)
         worker = driver.wait_for("a task on a worker's executor", busy, timeout)
         assert devcluster.kill_worker(self.cluster, worker)

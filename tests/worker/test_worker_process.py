@@ -18,7 +18,7 @@ from floeline.dev import kafka as devkafka
 from floeline.warehouse.storage import LocalStorage
 from floeline.worker.store import ConnectorStore
 from worker_services import (assert_exactly_once, coordinates, kafka, produce_numbered, spark,  # noqa: F401
-                             topic_name, wait_for, wait_rows)
+                             topic_name, wait_for, wait_rows, worker_properties)
 
 pytestmark = pytest.mark.integration
 
@@ -58,9 +58,7 @@ def test_sigkill_mid_stream_then_restart_lands_every_record_once_in_each_target_
     a, b = topic_name("pa"), topic_name("pb")
     devkafka.create_topic(kafka, a, partitions=3)
     devkafka.create_topic(kafka, b, partitions=2)
-    properties = tmp_path / "worker.properties"
-    properties.write_text(f"listeners=http://127.0.0.1:0\nfloeline.warehouse={warehouse}\n"
-                          f"bootstrap.servers={kafka}\nfloeline.checkpoint.dir={tmp_path}/checkpoints\n")
+    properties = worker_properties(tmp_path, warehouse, kafka)
     # Connectors as a worker keeps them (what POST /connectors stores).
     store = ConnectorStore(LocalStorage(), warehouse)
     store.save("ka", {"name": "ka", "topics": a, "buffer.flush.time": "1", "buffer.count.records": "150"},

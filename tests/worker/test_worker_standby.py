@@ -20,7 +20,7 @@ import pytest
 from floeline.dev import kafka as devkafka
 from test_worker_process import WorkerProcess
 from worker_services import (assert_exactly_once, coordinates, kafka, produce_numbered, spark,  # noqa: F401
-                             topic_name, wait_for, wait_rows)
+                             topic_name, wait_for, wait_rows, worker_properties)
 
 pytestmark = pytest.mark.integration
 
@@ -69,9 +69,7 @@ def test_a_standby_takes_over_a_sigkilled_worker_within_the_goal_every_record_on
     a, b = topic_name("sa"), topic_name("sb")
     devkafka.create_topic(kafka, a, partitions=3)
     devkafka.create_topic(kafka, b, partitions=2)
-    properties = tmp_path / "worker.properties"
-    properties.write_text(f"listeners=http://127.0.0.1:0\nfloeline.warehouse={warehouse}\n"
-                          f"bootstrap.servers={kafka}\nfloeline.checkpoint.dir={tmp_path}/checkpoints\n")
+    properties = worker_properties(tmp_path, warehouse, kafka)
     total_a, total_b = 1500, 1000
     produce_numbered(kafka, a, 3, 0, total_a)
     produce_numbered(kafka, b, 2, 0, total_b)

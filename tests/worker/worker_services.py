@@ -28,6 +28,15 @@ def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, co
                                for i in range(count)])
 
 
+def worker_properties(tmp_path, warehouse: str, kafka: str) -> Path:
+    """worker.properties for a worker process on any free port, this test's warehouse
+    and checkpoints, and the test broker."""
+    properties = tmp_path / "worker.properties"
+    properties.write_text(f"listeners=http://127.0.0.1:0\nfloeline.warehouse={warehouse}\n"
+                          f"bootstrap.servers={kafka}\nfloeline.checkpoint.dir={tmp_path}/checkpoints\n")
+    return properties
+
+
 def table_path(warehouse: str, table: str) -> str:
     return os.path.join(warehouse, "FLOELINE", "PUBLIC", table)
 
