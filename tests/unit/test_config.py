@@ -473,6 +473,52 @@ def test_table_settings_variant_storage_and_auto_compact():
         {**BASE, "floeline.variant.storage": "json", "snowflake.ingestion.method": "SNOWPIPE"})
 
 
+def test_iceberg_tables_as_snowflakes_connectors_ask_for_them():
+    plain = config_from_dict({**BASE}).table_settings
+    assert (plain.iceberg, plain.structured_metadata, plain.variant_storage) == (False, False, "variant")
+    for asked in ({"snowflake.autocreate.table.type": "ICEBERG"},  # 4.1+, case as the connector
+                  {"snowflake.streaming.iceberg.enabled": "true"}):  # 3.x
+        c = config_from_dict({**BASE, **asked})
+        settings = c.table_settings
+        # Iceberg readers cannot read Delta VARIANT: JSON text, and a structured RECORD_METADATA
+        assert (settings.iceberg, settings.structured_metadata, settings.variant_storage) == (True, True, "json")
+        assert not set(asked) & set(c.ignored_keys)
+    for kind in ("snowflake", "none"):
+        assert not config_from_dict({**BASE, "snowflake.autocreate.table.type": kind}).table_settings.iceberg
+    assert "snowflake.autocreate.table.type='delta'" in cfg_error(
+        {**BASE, "snowflake.autocreate.table.type": "delta"})
+    assert "Iceberg readers cannot read Delta VARIANT" in cfg_error(
+        {**BASE, "snowflake.autocreate.table.type": "iceberg", "floeline.variant.storage": "variant"})
+    assert "need snowflake.ingestion.method=SNOWPIPE_STREAMING" in cfg_error(
+        {**BASE, "snowflake.streaming.iceberg.enabled": "true", "snowflake.ingestion.method": "SNOWPIPE"})
+    # The metadata's own switch: on its own, or off for Iceberg (then JSON text)
+    structured = config_from_dict({**BASE, "snowflake.feature.structured.record.metadata.enabled": "true"})
+    assert (structured.table_settings.structured_metadata, structured.table_settings.variant_storage) == (
+        True, "variant")
+    assert not config_from_dict({**BASE, "snowflake.autocreate.table.type": "iceberg",
+                                 "snowflake.feature.structured.record.metadata.enabled": "false"}
+                                ).table_settings.structured_metadata
+    assert "snowflake.feature.structured.record.metadata.enabled=true needs" in cfg_error(
+        {**BASE, "snowflake.feature.structured.record.metadata.enabled": "true",
+         "snowflake.ingestion.method": "SNOWPIPE"})
+
+
+def test_structured_metadata_reads_snowflakes_fields_from_the_variant():
+    from floeline.records.metadata import metadata_value_sql, struct_fields, structured_metadata_type
+
+    kafka = structured_metadata_type("kafka")
+    assert [name for name, _kind in struct_fields(kafka)] == [
+        "offset", "topic", "partition", "key", "schema_id", "key_schema_id", "CreateTime",
+        "LogAppendTime", "SnowflakeConnectorPushTime", "headers"]
+    # As Delta reads the type back (no quotes), and a comma inside a type
+    assert struct_fields("struct<offset:bigint,headers:map<string,string>,n:decimal(38,0)>") == [
+        ("offset", "bigint"), ("headers", "map<string,string>"), ("n", "decimal(38,0)")]
+    sql = metadata_value_sql(kafka)
+    assert "'headers', try_variant_get(_meta, '$.headers', 'map<string,string>')" in sql
+    assert metadata_value_sql("variant") == "CAST(_meta AS variant)"
+    assert metadata_value_sql("string") == "CAST(to_json(_meta) AS string)"
+
+
 def test_kafka_reader_is_grouped_unless_spark_is_asked_for():
     assert config_from_dict({**BASE}).kafka_reader == "grouped"
     assert config_from_dict({**BASE, "floeline.kafka.reader": "Spark"}).kafka_reader == "spark"

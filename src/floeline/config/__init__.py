@@ -59,6 +59,8 @@ TYPED_KEYS = frozenset({
     "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master", "floeline.source",
     "floeline.metrics.port", "floeline.metrics.host", "floeline.metrics.ready.max.lag",
     "floeline.variant.storage", "floeline.table.auto.compact", "floeline.schema.evolution.max.new.columns",
+    "snowflake.autocreate.table.type", "snowflake.streaming.iceberg.enabled",
+    "snowflake.feature.structured.record.metadata.enabled",
     "floeline.warehouse.owner.timeout.ms", "floeline.kafka.reader", "floeline.kafka.fail.on.data.loss",
     *locations.SETTING_KEYS,
 }) | kinesis.KEYS | kafka_security.KEYS | changes.KEYS
@@ -92,7 +94,6 @@ IGNORED_KEYS = frozenset({
     "jvm.proxy.host", "jvm.proxy.port", "jvm.nonProxy.hosts", "jvm.proxy.username",
     "jvm.proxy.password",
     # connector 4.x tuning and compatibility switches
-    "snowflake.autocreate.table.type",
     "snowflake.iceberg.create.table.options", "snowflake.topic2table.map.regex.replacement",
     "snowflake.streaming.validate.compatibility.with.classic",
     "snowflake.streaming.classic.offset.migration",
@@ -104,7 +105,7 @@ IGNORED_KEYS = frozenset({
     "snowflake.cache.pipe.exists", "snowflake.cache.pipe.exists.expire.ms",
     "snowflake.feature.assert.partition.assignment",
     "snowflake.feature.precommit.client.recovery", "snowflake.feature.validation.error.table.name",
-    "snowflake.feature.normalize.time", "snowflake.feature.structured.record.metadata.enabled",
+    "snowflake.feature.normalize.time",
     "jmx", "enable.mdc.logging", "enable.task.fail.on.authorization.errors",
     # connector 3.x (Snowpipe and Snowpipe Streaming classic)
     "provider", "enable.streaming.client.optimization", "enable.streaming.channel.offset.migration",
@@ -112,7 +113,7 @@ IGNORED_KEYS = frozenset({
     "snowflake.streaming.channel.name.include.connector.name",
     "snowflake.streaming.closeChannelsInParallel.enabled", "snowflake.streaming.enable.single.buffer",
     "snowflake.streaming.max.client.lag", "snowflake.streaming.max.memory.limit.bytes",
-    "snowflake.streaming.iceberg.enabled", "snowflake.snowpipe.v2CleanerEnabled",
+    "snowflake.snowpipe.v2CleanerEnabled",
     "snowflake.snowpipe.v2CleanerThreads", "snowflake.snowpipe.v2CleanerIntervalSeconds",
     "snowflake.snowpipe.v1Cleaner.enable.reprocessFiles.cleanup",
     "snowflake.snowpipe.stageFileNameExtensionEnabled",
@@ -176,6 +177,15 @@ class TableSettings:
     # can plan: past it no column is added and the records holding those keys are row
     # errors (DLQ / error table) that say so.
     max_new_columns: int = 1000
+    # snowflake.autocreate.table.type=iceberg (connector 4.1+) or
+    # snowflake.streaming.iceberg.enabled=true (3.x): new tables are Delta tables with
+    # UniForm's Iceberg metadata (IcebergCompatV2), which Iceberg readers open; their
+    # semi-structured columns are JSON text and RECORD_METADATA is structured.
+    iceberg: bool = False
+    # snowflake.feature.structured.record.metadata.enabled: RECORD_METADATA is a struct
+    # with the fields of Snowflake's Iceberg RECORD_METADATA OBJECT
+    # (records/metadata.STRUCTURED_METADATA_TYPES), not a VARIANT; on with iceberg.
+    structured_metadata: bool = False
 
 
 @dataclass(frozen=True)
@@ -515,15 +525,41 @@ class _Reader:
             ready_max_lag=self.integer("floeline.metrics.ready.max.lag", count_records, minimum=0))
 
     def table_settings(self, method: str) -> TableSettings:
-        storage = self.choice("floeline.variant.storage", "variant", ("variant", "json"))
+        iceberg = self.iceberg_tables()
+        storage = self.choice("floeline.variant.storage", "json" if iceberg else "variant", ("variant", "json"))
+        if iceberg and storage == "variant":
+            self.problem("floeline.variant.storage", "floeline.variant.storage=variant with Iceberg tables "
+                                 "(snowflake.autocreate.table.type=iceberg / snowflake.streaming.iceberg.enabled): "
+                                 "Iceberg readers cannot read Delta VARIANT columns; remove "
+                                 "floeline.variant.storage (Iceberg tables store them as JSON text)")
+            storage = "json"
+        if iceberg and method == "SNOWPIPE":
+            self.problem("snowflake.ingestion.method", "Iceberg tables (snowflake.autocreate.table.type=iceberg / "
+                                 "snowflake.streaming.iceberg.enabled) need snowflake.ingestion.method="
+                                 "SNOWPIPE_STREAMING, as Snowflake's connector does; remove one of the two")
+            iceberg = False
         if storage == "json" and method == "SNOWPIPE":
             self.problem("floeline.variant.storage", "floeline.variant.storage=json is not supported with "
                                  "snowflake.ingestion.method=SNOWPIPE (its pipe loads VARIANT "
                                  "columns); remove one of the two settings")
             storage = "variant"
+        structured = self.boolean("snowflake.feature.structured.record.metadata.enabled", iceberg)
+        if structured and method == "SNOWPIPE":
+            self.problem("snowflake.feature.structured.record.metadata.enabled",
+                         "snowflake.feature.structured.record.metadata.enabled=true needs snowflake.ingestion."
+                         "method=SNOWPIPE_STREAMING (the SNOWPIPE method's pipe loads a VARIANT); remove one")
+            structured = False
         return TableSettings(storage, self.boolean("floeline.table.auto.compact", False),
                              self.integer("floeline.schema.evolution.max.new.columns",
-                                          TableSettings.max_new_columns, minimum=1))
+                                          TableSettings.max_new_columns, minimum=1),
+                             iceberg=iceberg, structured_metadata=structured)
+
+    def iceberg_tables(self) -> bool:
+        """Whether new tables are Iceberg-readable: snowflake.autocreate.table.type=iceberg
+        (the 4.x connector's; `snowflake`, its default, and `none` create plain tables) or
+        snowflake.streaming.iceberg.enabled=true (the 3.x connector's)."""
+        kind = self.choice("snowflake.autocreate.table.type", "snowflake", ("snowflake", "iceberg", "none"))
+        return kind == "iceberg" or self.boolean("snowflake.streaming.iceberg.enabled", False)
 
     def location(self, key: str, default: str) -> str:
         """A warehouse or checkpoint location: a local path as given, or s3a://bucket/prefix

@@ -46,6 +46,7 @@ from floeline.warehouse import storage
 from floeline.warehouse.commits import commit
 from floeline.warehouse.pipes import pipe_for_table
 from floeline.records.columns import METADATA_COLUMN, TableSchema, stores_json
+from floeline.records.metadata import metadata_value_sql
 
 log = logging.getLogger("floeline")
 
@@ -92,8 +93,7 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
     for column in schema.columns:
         keys = by_column.get(column_match_key(column.name), [])
         if column.name.upper() == METADATA_COLUMN and not keys:
-            values.append("CAST(_meta AS variant)" if column.type == "variant"
-                          else f"CAST(to_json(_meta) AS {column.type})")
+            values.append(metadata_value_sql(column.type))
         elif len(keys) > 1 or (not keys and not column.nullable) or column.default is not None:
             return None  # (a DEFAULT column: the general path fills records without its key)
         elif not keys:

@@ -46,7 +46,7 @@ from floeline.records.changes import (
     DELETE_OP, UPSERT_OPS, key_fields_of, latest_per_key)
 from floeline.records.columns import METADATA_COLUMN, TableSchema
 from floeline.records.content import parse_object_schema, quote_column, sql_string
-from floeline.records.metadata import field, field_unless_null
+from floeline.records.metadata import field, field_unless_null, metadata_value_sql
 from floeline.records.values_to_columns import SERVER_SIDE, Rules, rules_for
 from floeline.sources.base import BatchEnd
 from floeline.warehouse.commits import merge
@@ -94,7 +94,7 @@ def merge_plan(schema: TableSchema, key_fields: tuple[str, ...], image_fields: f
         fields = by_column.get(match, [])
         if column.name.upper() == METADATA_COLUMN and not fields:
             columns.append((column.name, source, "_meta" if column.type == "variant"
-                            else f"CAST(to_json(_meta) AS {column.type})"))
+                            else metadata_value_sql(column.type)))
             continue
         if len(fields) > 1 or column.default is not None:
             return None

@@ -10,6 +10,7 @@ from floeline.ingest.table_state import Tables, TableState
 from floeline.naming import column_name_for_key
 from floeline.records import shaping
 from floeline.records.content import column_type_for, present_sql
+from floeline.records.metadata import structured_metadata_type
 from floeline.warehouse import tables
 from floeline.records.columns import METADATA_COLUMN, Column, TableSchema
 
@@ -43,7 +44,9 @@ class TablePreparer:
             state.forget_schema()
         schema = self.tables.schema(state)
         if schema is None:
-            metadata = tables.in_storage(Column(METADATA_COLUMN, "variant"), settings.variant_storage)
+            metadata_type = (structured_metadata_type(cfg.source) if settings.structured_metadata
+                             else "variant")
+            metadata = tables.in_storage(Column(METADATA_COLUMN, metadata_type), settings.variant_storage)
             if not cfg.schematization:
                 columns = [metadata, tables.in_storage(Column(shaping.CONTENT_COLUMN, "variant"),
                                                        settings.variant_storage)]
@@ -52,13 +55,13 @@ class TablePreparer:
                 columns = [metadata] if cfg.metadata.all_ else []
                 columns += _within_bound(_addable(fields, columns, new_column), state, settings.max_new_columns)
                 columns = _not_null(columns, [column_name_for_key(k, normalize) for k in primary_key])
-            new = (tables.created_by_first_commit(columns, settings.auto_compact, primary_key)
+            new = (tables.created_by_first_commit(columns, settings.auto_compact, primary_key, settings.iceberg)
                    if first_commit_creates else None)
             if new is not None:
                 state.create_with_first_commit(new, TableSchema(tuple(columns), True))
                 return state.schema
             tables.create_table(self.spark, ref, columns, evolution=True, auto_compact=settings.auto_compact,
-                                primary_key=primary_key, own_checkpoints=True)
+                                primary_key=primary_key, own_checkpoints=True, iceberg=settings.iceberg)
             # The table is what was just created: no need to read it back.
             state.remember_schema(TableSchema(tuple(columns), True))
             return state.schema

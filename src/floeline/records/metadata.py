@@ -144,3 +144,57 @@ def kinesis_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, extra: E
 def _join(*parts: str | None) -> str | None:
     text = ", ".join(p for p in parts if p)
     return text or None
+
+
+# snowflake.feature.structured.record.metadata.enabled (and Iceberg tables): RECORD_METADATA
+# as a struct instead of a VARIANT, with the fields and types of the OBJECT Snowflake's
+# Kafka connector gives an Iceberg table's RECORD_METADATA (offset, topic, partition, key,
+# schema_id, key_schema_id, CreateTime, LogAppendTime, SnowflakeConnectorPushTime,
+# headers); every reader, Iceberg's included, reads its fields by name. A field a record
+# lacks is NULL (floeline records no registry schema ids there: always NULL). A Kinesis
+# connector's struct holds the Kinesis fields of kinesis_metadata_sql.
+STRUCTURED_METADATA_FIELDS = {
+    "kafka": (("offset", "bigint"), ("topic", "string"), ("partition", "int"), ("key", "string"),
+              ("schema_id", "int"), ("key_schema_id", "int"), ("CreateTime", "bigint"),
+              ("LogAppendTime", "bigint"), ("SnowflakeConnectorPushTime", "bigint"),
+              ("headers", "map<string,string>")),
+    "kinesis": (("stream", "string"), ("shardId", "string"), ("sequenceNumber", "string"),
+                ("subSequenceNumber", "bigint"), ("partitionKey", "string"),
+                ("approximateArrivalTimestamp", "bigint"), ("SnowflakeConnectorPushTime", "bigint")),
+}
+
+
+def structured_metadata_type(source: str) -> str:
+    """The Spark type of a structured RECORD_METADATA for a `source` connector."""
+    fields = STRUCTURED_METADATA_FIELDS[source]
+    return "struct<" + ",".join(f"`{name}`:{kind}" for name, kind in fields) + ">"
+
+
+def metadata_value_sql(column_type: str, meta: str = "_meta") -> str:
+    """RECORD_METADATA for a column of `column_type` from the VARIANT metadata `meta`:
+    as it is (variant), each field of a structured column read by name (a key or a
+    header value that is an object becomes its JSON text, as Snowflake's STRING field
+    holds it), or its JSON text (a STRING column: floeline.variant.storage=json)."""
+    if column_type == "variant":
+        return f"CAST({meta} AS variant)"
+    if column_type.startswith("struct<"):
+        parts = ", ".join(f"'{name}', try_variant_get({meta}, '$.{name}', '{kind}')"
+                          for name, kind in struct_fields(column_type))
+        return f"CASE WHEN {meta} IS NOT NULL THEN named_struct({parts}) END"
+    return f"CAST(to_json({meta}) AS {column_type})"
+
+
+def struct_fields(struct_type: str) -> list[tuple[str, str]]:
+    """(name, type) of each field of a Spark struct type as simpleString() or
+    structured_metadata_type writes it (`struct<a:int,m:map<string,string>>`)."""
+    body, fields, depth, start = struct_type[len("struct<"):-1], [], 0, 0
+    for i, char in enumerate(body + ","):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
+            name, kind = body[start:i].split(":", 1)
+            fields.append((name.strip("`"), kind))
+            start = i + 1
+    return fields

@@ -10,6 +10,7 @@ from __future__ import annotations
 from floeline.naming import column_match_key, column_name_for_key
 from floeline.records import values_to_columns
 from floeline.records.columns import METADATA_COLUMN, Column, TableSchema, stores_json
+from floeline.records.metadata import metadata_value_sql
 from floeline.records.content import has_key_sql, key_value_sql, parse_object_schema, sql_string
 
 CONTENT_COLUMN = "RECORD_CONTENT"  # legacy layout, snowflake.enable.schematization=false
@@ -125,8 +126,7 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
                 or (column.name.upper() == CONTENT_COLUMN and not schematization)):
             continue
         if column.name.upper() == METADATA_COLUMN and not keys:
-            values.append(f"CAST(_meta AS {column.type}) AS {ref}" if column.type == "variant"
-                          else f"CAST(to_json(_meta) AS {column.type}) AS {ref}")
+            values.append(f"{metadata_value_sql(column.type)} AS {ref}")
         elif column.name.upper() == CONTENT_COLUMN and not schematization:
             # A tombstone kept by behavior.on.null.values=DEFAULT is an empty object.
             content = "CASE WHEN _tombstone THEN parse_json('{}') ELSE v END"

@@ -25,7 +25,12 @@ to VARIANT (sql/query.py), so `col:path` works the same on both forms.
 
 floeline.table.auto.compact creates tables with Delta's auto compaction, which after a
 commit rewrites a table's small files into larger ones once there are enough of them
-(spark.databricks.delta.autoCompact.minNumFiles, 50 by default)."""
+(spark.databricks.delta.autoCompact.minNumFiles, 50 by default).
+
+A table made with CLUSTER BY (`floeline sql`) is a Delta liquid-clustered table (its
+OPTIMIZE clusters the files) whose clustering columns are also kept in a property of
+floeline's: each commit of a connector writes its rows in that order (clustering.py), as
+Delta's own writer does not."""
 
 from __future__ import annotations
 
@@ -49,11 +54,21 @@ EVOLUTION_PROPERTY = "floeline.enableSchemaEvolution"
 DECLARED_TYPES_PROPERTY = "floeline.declaredTypes"
 # insert.mode=upsert: the table's primary key columns, a JSON list (its columns are NOT NULL)
 PRIMARY_KEY_PROPERTY = "floeline.primaryKey"
+# CLUSTER BY: the table's clustering columns, a JSON list (clustering.py)
+CLUSTER_BY_PROPERTY = "floeline.clusterBy"
 COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
 # Characters Delta accepts in a column name only with column mapping.
 _MAPPING_ONLY_CHARACTERS = frozenset(" ,;{}()\n\t=")
 
 
+# A table Iceberg readers open (snowflake.autocreate.table.type=iceberg): Delta UniForm
+# writes Iceberg metadata (<table>/metadata/*.metadata.json) beside each commit. Its
+# IcebergCompatV2 needs column mapping and no deletion vectors, and holds no VARIANT
+# (the connector stores those columns as JSON text); the delta-iceberg jar does the
+# conversion (spark.py fetches it at set-up).
+ICEBERG_PROPERTIES = {"delta.enableIcebergCompatV2": "true",
+                      "delta.universalFormat.enabledFormats": "iceberg",
+                      "delta.enableDeletionVectors": "false"}
 DEFAULTS_FEATURE = "delta.feature.allowColumnDefaults"
 AUTO_COMPACT_PROPERTY = "delta.autoOptimize.autoCompact"
 
@@ -156,15 +171,19 @@ def create_new_table(spark, ref: TableRef, table: NewTable) -> None:
 
 def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = True,
                  auto_compact: bool = False, primary_key: tuple[str, ...] = (),
-                 own_checkpoints: bool = False) -> None:
+                 own_checkpoints: bool = False, iceberg: bool = False,
+                 cluster_by: tuple[str, ...] = ()) -> None:
     """Create the table (no-op when another writer created it first); `auto_compact`
     turns Delta's auto compaction on for it; `primary_key`: the columns a connector
     with insert.mode=upsert merges by (kept as a table property); `own_checkpoints`:
     a connector's table, whose Delta checkpoints floeline writes beside its commits
-    (warehouse/checkpoints.py), not a table `floeline sql` statements write."""
+    (warehouse/checkpoints.py), not a table `floeline sql` statements write;
+    `iceberg`: with UniForm's Iceberg metadata (ICEBERG_PROPERTIES); `cluster_by`: its
+    clustering columns (Delta liquid clustering, and CLUSTER_BY_PROPERTY)."""
     ddl = ", ".join(_column_ddl(c) for c in columns)
     mapping = (f"'{COLUMN_MAPPING_PROPERTY}'='name', "
-               if needs_column_mapping(c.name for c in columns) else "")
+               if iceberg or needs_column_mapping(c.name for c in columns) else "")
+    mapping += "".join(f"'{k}'='{v}', " for k, v in ICEBERG_PROPERTIES.items()) if iceberg else ""
     defaults = (f"'{DEFAULTS_FEATURE}'='supported', "
                 if any(c.default is not None for c in columns) else "")
     declared = {c.name: c.declared for c in columns if c.declared}
@@ -174,11 +193,14 @@ def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = 
            if primary_key else "")
     interval = (f", '{CHECKPOINT_INTERVAL_PROPERTY}'='{TABLE_CHECKPOINT_INTERVAL}'"
                 if own_checkpoints else "")
+    cluster = (f"CLUSTER BY ({', '.join(quote_column(c) for c in cluster_by)}) " if cluster_by else "")
+    clustering = (f", '{CLUSTER_BY_PROPERTY}'={sql_string(json.dumps(list(cluster_by)))}"
+                  if cluster_by else "")
     with startup.span("table creation"):
         _run(spark, ref,
-             f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta "
+             f"CREATE TABLE IF NOT EXISTS delta.{quote_column(ref.path)} ({ddl}) USING delta {cluster}"
              f"TBLPROPERTIES ({mapping}{defaults}'{EVOLUTION_PROPERTY}'='{str(evolution).lower()}'"
-             f"{interval}{types}{compact}{key})")
+             f"{interval}{types}{compact}{key}{clustering})")
 
 
 @dataclass(frozen=True)
@@ -237,12 +259,12 @@ def folder_exists(ref: TableRef) -> bool:
 
 
 def created_by_first_commit(columns: list[Column], auto_compact: bool = False,
-                            primary_key: tuple[str, ...] = ()) -> NewTable | None:
+                            primary_key: tuple[str, ...] = (), iceberg: bool = False) -> NewTable | None:
     """The NewTable for a connector's new table when its first append may create it;
     None when CREATE TABLE must: a column with a default, an identity or NOT NULL, a
-    name only column mapping stores, auto compaction or a primary key (the table
-    features and checks those need are CREATE TABLE's to set up)."""
-    if (auto_compact or primary_key or needs_column_mapping(c.name for c in columns)
+    name only column mapping stores, auto compaction, a primary key or Iceberg (the
+    table features and checks those need are CREATE TABLE's to set up)."""
+    if (auto_compact or primary_key or iceberg or needs_column_mapping(c.name for c in columns)
             or any(c.default is not None or c.identity is not None or not c.nullable for c in columns)):
         return None
     return NewTable(tuple(columns))
