@@ -13,8 +13,10 @@ import re
 import threading
 
 # Key names whose values are secret: Kafka's sasl.jaas.config and *.password, AWS secret
-# keys and session tokens, private keys and their passphrases, OAuth client secrets.
-SECRET_KEY_REGEX = r"(?i)secret|password|passphrase|token|jaas|private[._]?key|credential|access[._]?key"
+# keys and session tokens, private keys and their passphrases, OAuth client secrets, a
+# schema registry's basic.auth.user.info (user:password) and ssl.keystore.key (a PEM key).
+SECRET_KEY_REGEX = (r"(?i)secret|password|passphrase|token|jaas|private[._]?key|credential|"
+                    r"access[._]?key|user[._]info|keystore[._]key")
 _SECRET_KEY = re.compile(SECRET_KEY_REGEX)
 MASK = "****"
 

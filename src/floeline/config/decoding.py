@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from floeline.config.registry_access import read_registry_access
 from floeline.errors import ConfigError
 from floeline.retry import RetryPolicy, policy_from_settings
 
@@ -253,6 +254,8 @@ def read_converter_spec(settings: Mapping[str, str], which: Which, problems: lis
         problems.append(f"{key}={name} needs {key}.schema.registry.url (the schema "
                         f"registry's base URL, e.g. http://localhost:8081), or for Avro "
                         f"without a registry {key}.avro.schema (the writer schema as JSON)")
+    elif name in REGISTRY_CONVERTERS:
+        read_registry_access(dict(spec.options), key, problems)  # auth and TLS settings
     elif name == STRING_CONVERTER:
         _check_encoding(f"{key}.encoding", spec.option("encoding") or "UTF-8", problems)
     if name is not None:

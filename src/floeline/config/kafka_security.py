@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from floeline import secrets
+from floeline.config.tls import STORE_TYPES, read_tls
 from floeline.errors import ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-TRUSTSTORE_TYPES = ("JKS", "PKCS12", "PEM")
+TRUSTSTORE_TYPES = STORE_TYPES
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -131,26 +132,11 @@ def _read(settings: Mapping[str, str], problems: list[str]) -> KafkaSecurity:
     elif jaas or _value(settings, "sasl.mechanism", problems):
         problems.append(f"sasl.mechanism / sasl.jaas.config are set but security.protocol={protocol} "
                         f"does not use SASL; set security.protocol=SASL_SSL (or SASL_PLAINTEXT)")
-    store = _value(settings, "ssl.truststore.location", problems) or None
-    ca_location = _value(settings, "ssl.ca.location", problems) or None
-    store_type = _choice(settings, "ssl.truststore.type", "JKS", TRUSTSTORE_TYPES, problems)
-    if ca_location:
-        if store:
-            problems.append("ssl.truststore.location and ssl.ca.location are both set; keep one "
-                            "(ssl.ca.location is a CA PEM file, ssl.truststore.type=PEM)")
-        store, store_type = ca_location, "PEM"
-    algorithm = _value(settings, "ssl.endpoint.identification.algorithm", problems)
-    if algorithm is None:
-        algorithm = "https"
-    elif algorithm.lower() not in ("https", ""):
-        problems.append(f"ssl.endpoint.identification.algorithm={algorithm!r} is not valid; accepted "
-                        f"values: https (check the broker's host name), or empty (do not)")
-        algorithm = "https"
-    store_password = _value(settings, "ssl.truststore.password", problems)
-    secrets.remember(jaas, password, store_password)
+    tls = read_tls(lambda key: _value(settings, key, problems), problems)
+    secrets.remember(jaas, password)
     return KafkaSecurity(protocol, mechanism if protocol.startswith("SASL_") else None, jaas,
-                         username, password, store, store_password or None, store_type,
-                         algorithm.lower())
+                         username, password, tls.truststore_location, tls.truststore_password,
+                         tls.truststore_type, tls.endpoint_identification)
 
 
 def _jaas_credentials(jaas: str, mechanism: str, problems: list[str]) -> tuple[str | None, str | None]:

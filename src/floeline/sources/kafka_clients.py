@@ -11,17 +11,11 @@ so a call fails at once with the setting to fix instead of timing out."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
 import threading
-from functools import lru_cache
 
 from floeline.config.kafka_security import KafkaSecurity
-from floeline.errors import ConfigError, ServiceError
-
-_PEM_CERT = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
+from floeline.config.tls import truststore_pem
+from floeline.errors import ServiceError
 
 
 def client_config(bootstrap: str, security: KafkaSecurity | None, **extra) -> dict:
@@ -45,41 +39,6 @@ def client_config(bootstrap: str, security: KafkaSecurity | None, **extra) -> di
                                                       security.truststore_password)
     config.update(extra)
     return config
-
-
-def truststore_pem(location: str, store_type: str, password: str | None) -> str:
-    """The CA certificates of a JKS or PKCS12 truststore as PEM, read with keytool (it
-    comes with every JDK and JRE); cached per file version."""
-    try:
-        version = os.stat(location).st_mtime_ns
-    except OSError as exc:
-        raise ConfigError(f"ssl.truststore.location={location}: cannot read it "
-                          f"({exc.strerror or exc}); point it at the truststore file") from None
-    return _truststore_pem(location, store_type, password, version)
-
-
-@lru_cache(maxsize=8)
-def _truststore_pem(location: str, store_type: str, password: str | None, _version: int) -> str:
-    if shutil.which("keytool") is None:
-        raise ConfigError(f"ssl.truststore.location={location} is a {store_type} truststore and "
-                          f"reading it needs `keytool` (part of Java) on PATH; install Java or "
-                          f"give the CA as PEM with ssl.ca.location instead")
-    cmd = ["keytool", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-list", "-rfc", "-keystore", location, "-storetype", store_type]
-    env = dict(os.environ)
-    if password:
-        cmd += ["-storepass:env", "FLOELINE_TRUSTSTORE_PASSWORD"]
-        env["FLOELINE_TRUSTSTORE_PASSWORD"] = password
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-    certificates = _PEM_CERT.findall(done.stdout)
-    if done.returncode != 0 or not certificates:
-        said = (done.stdout + done.stderr).strip().splitlines()
-        reason = said[-1] if said else f"exit {done.returncode}"
-        if password:
-            reason = reason.replace(password, "****")
-        raise ConfigError(f"cannot read the certificates of ssl.truststore.location={location} "
-                          f"(ssl.truststore.type={store_type}): {reason}. Check the file, "
-                          f"ssl.truststore.type and ssl.truststore.password")
-    return "\n".join(certificates) + "\n"
 
 
 class AuthFailures:

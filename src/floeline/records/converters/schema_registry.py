@@ -1,9 +1,11 @@
-"""A Confluent schema registry REST client (GET only), with retries and a bound."""
+"""A Confluent schema registry REST client (GET only), with retries and a bound, Basic
+or bearer auth and TLS (a private CA, mutual TLS) as config/registry_access.py reads
+them from the converter's options."""
 
 from __future__ import annotations
 
-import base64
 import json
+import ssl
 import threading
 import time
 import urllib.error
@@ -13,6 +15,8 @@ from typing import Any
 
 from floeline import retry
 from floeline.config.decoding import ConverterSpec
+from floeline.config.registry_access import RegistryAccess, read_registry_access
+from floeline.config.tls import ssl_context
 from floeline.errors import ConfigError, RetriesExhausted
 from floeline.records.converters.base import ConverterError, RegistryUnavailable
 
@@ -33,11 +37,14 @@ class SchemaRegistryClient:
     (the credentials); any other 4xx (an unknown schema id) is the record's
     ConverterError."""
 
-    def __init__(self, urls: str, user_info: str | None = None,
+    def __init__(self, urls: str | RegistryAccess, user_info: str | None = None,
                  policy: retry.RetryPolicy = retry.DEFAULT):
-        self.urls = [u.strip().rstrip("/") for u in urls.split(",") if u.strip()]
+        access = urls if isinstance(urls, RegistryAccess) else RegistryAccess(urls, user_info)
+        self.access = access
+        self.urls = [u.strip().rstrip("/") for u in access.urls.split(",") if u.strip()]
         self.display = ",".join(self.urls)
-        self._auth = ("Basic " + base64.b64encode(user_info.encode()).decode()) if user_info else None
+        self._headers = access.headers()
+        self._context: ssl.SSLContext | None = None  # made on the first https request
         self._answers: dict[str, dict] = {}
         self.parsed: dict[Any, Any] = {}
         self.lock = threading.Lock()
@@ -74,23 +81,30 @@ class SchemaRegistryClient:
         self._gave_up = None
         return answer
 
+    def _tls(self, base: str) -> ssl.SSLContext | None:
+        """The TLS context of https URLs (schema.registry.ssl.*; read once per client)."""
+        if not base.lower().startswith("https:"):
+            return None
+        if self._context is None:
+            self._context = ssl_context(self.access.tls)
+        return self._context
+
     def _get_once(self, path: str, what: str) -> dict:
         """One GET of `path` from each URL in turn until one answers."""
         problems = []
         for base in self.urls:
             request = urllib.request.Request(base + path, headers={
-                "Accept": "application/vnd.schemaregistry.v1+json, application/json"})
-            if self._auth:
-                request.add_header("Authorization", self._auth)
+                "Accept": "application/vnd.schemaregistry.v1+json, application/json",
+                **self._headers})
             try:
-                with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as reply:
+                with urllib.request.urlopen(request, timeout=_TIMEOUT_S,
+                                            context=self._tls(base)) as reply:
                     answer = json.loads(reply.read())
             except urllib.error.HTTPError as exc:
                 if exc.code in (401, 403):
                     raise ConfigError(
-                        f"the schema registry at {base} refused {what} (HTTP {exc.code}): check "
-                        f"<key|value>.converter.basic.auth.credentials.source=USER_INFO and "
-                        f"basic.auth.user.info") from None
+                        f"the schema registry at {base} refused {what} (HTTP {exc.code}): "
+                        f"{self.access.auth_fix()}") from None
                 if 400 <= exc.code < 500 and exc.code != 429:
                     detail = _registry_message(exc)
                     raise ConverterError(f"unknown {what} at {base}: {exc.code}"
@@ -98,12 +112,43 @@ class SchemaRegistryClient:
                 problems.append(f"{base}: HTTP {exc.code}")
                 continue
             except (urllib.error.URLError, OSError, ValueError) as exc:
-                problems.append(f"{base}: {getattr(exc, 'reason', exc)}")
+                reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+                if isinstance(reason, ssl.SSLCertVerificationError):
+                    raise ConfigError(_certificate_refused(base, reason, self.access)) from None
+                if isinstance(reason, ssl.SSLError):
+                    # A handshake the registry ended (e.g. it wants a client certificate)
+                    # may be a restart as well: retried, and named in the final error.
+                    reason = f"TLS: {reason.reason or reason} ({_tls_hint(self.access)})"
+                problems.append(f"{base}: {reason}")
                 continue
             self._answers[path] = answer
             return answer
         raise RegistryUnavailable(f"schema registry unavailable while fetching {what} "
                                   f"({'; '.join(problems)})")
+
+
+def _certificate_refused(base: str, error: ssl.SSLCertVerificationError,
+                         access: RegistryAccess) -> str:
+    tls = access.tls
+    said = str(error.verify_message or error).lower()
+    if "mismatch" in said or "hostname" in said or "not valid for" in said:
+        fix = (f"use the host name the certificate names in schema.registry.url, or set "
+               f"{tls.key('ssl.endpoint.identification.algorithm')}= (empty) to skip the check")
+    elif tls.has_truststore:
+        fix = (f"{tls.key('ssl.truststore.location')} (or .certificates) must hold the CA that "
+               f"signed the registry's certificate")
+    else:
+        fix = (f"a registry with a private CA needs {tls.key('ssl.truststore.location')} (with "
+               f"{tls.key('ssl.truststore.type')} and .password) naming that CA")
+    return (f"the schema registry at {base}: its TLS certificate was refused "
+            f"({error.verify_message or error}); {fix}. Retrying cannot fix this.")
+
+
+def _tls_hint(access: RegistryAccess) -> str:
+    if not access.tls.has_keystore:
+        return (f"if the registry asks for a client certificate, set "
+                f"{access.tls.key('ssl.keystore.location')} with its type and password")
+    return f"check {access.tls.key('ssl.keystore.location')}: does the registry trust its certificate?"
 
 
 def _registry_message(exc: urllib.error.HTTPError) -> str:
@@ -117,27 +162,35 @@ def _registry_message(exc: urllib.error.HTTPError) -> str:
 # Executor-side cache: Spark reuses a Python worker across tasks and batches, so one
 # client per registry spec keeps the schemas it parsed (a record fetches its schema
 # once per worker, not once per batch). Keyed by everything that makes the client (URLs,
-# credentials, retry policy), so connectors with different specs never share or change
-# each other's client. The driver does not use it: its converters own their client.
-_WORKER_CLIENTS: dict[tuple[str, str | None, retry.RetryPolicy], SchemaRegistryClient] = {}
+# credentials, TLS settings, retry policy), so connectors with different specs never
+# share or change each other's client. The driver does not use it: its converters own
+# their client.
+_WORKER_CLIENTS: dict[tuple[RegistryAccess, retry.RetryPolicy], SchemaRegistryClient] = {}
 _WORKER_CLIENTS_LOCK = threading.Lock()
+
+
+def registry_access(spec: ConverterSpec) -> RegistryAccess:
+    """The converter's registry URL, credentials and TLS settings; ConfigError naming
+    every bad setting."""
+    if spec.option("schema.registry.url") is None:
+        raise ConfigError(f"{spec.key}={spec.class_name} needs {spec.key}.schema.registry.url")
+    problems: list[str] = []
+    access = read_registry_access(dict(spec.options), spec.key, problems)
+    if problems:
+        raise ConfigError("invalid schema registry settings:\n"
+                          + "\n".join(f"  - {p}" for p in problems))
+    return access
 
 
 def registry_for(spec: ConverterSpec, policy: retry.RetryPolicy = retry.DEFAULT,
                  shared: bool = True) -> SchemaRegistryClient:
     """The schema registry client of a converter spec: the worker process's client for
     this spec (`shared`), or a new one its caller owns."""
-    url = spec.option("schema.registry.url")
-    if url is None:
-        raise ConfigError(f"{spec.key}={spec.class_name} needs {spec.key}.schema.registry.url")
-    user_info = None
-    if (spec.option("basic.auth.credentials.source") or "").upper() == "USER_INFO":
-        user_info = spec.option("basic.auth.user.info") \
-            or spec.option("schema.registry.basic.auth.user.info")
+    access = registry_access(spec)
     if not shared:
-        return SchemaRegistryClient(url, user_info, policy)
-    key = (url, user_info, policy)
+        return SchemaRegistryClient(access, policy=policy)
+    key = (access, policy)
     with _WORKER_CLIENTS_LOCK:
         if key not in _WORKER_CLIENTS:
-            _WORKER_CLIENTS[key] = SchemaRegistryClient(url, user_info, policy)
+            _WORKER_CLIENTS[key] = SchemaRegistryClient(access, policy=policy)
         return _WORKER_CLIENTS[key]
