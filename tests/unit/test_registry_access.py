@@ -75,14 +75,11 @@ def test_tls_settings_that_do_not_fit_together_name_the_keys():
     said = problems_of(**{v("schema.registry.ssl.truststore.type"): "JKSX",
                           v("schema.registry.ssl.keystore.key"): "-----BEGIN PRIVATE KEY-----x",
                           v("schema.registry.ssl.keystore.password"): PASSWORD,
-                          v("schema.registry.ssl.truststore.password"): PASSWORD,
                           v("schema.registry.ssl.endpoint.identification.algorithm"): "dns"})
     assert "value.converter.schema.registry.ssl.truststore.type='JKSX' is not valid; accepted " \
            "values: JKS, PKCS12, PEM" in said
     assert "value.converter.schema.registry.ssl.keystore.key is set without " \
            "value.converter.schema.registry.ssl.keystore.certificate.chain" in said
-    assert "value.converter.schema.registry.ssl.truststore.password is set but " \
-           "value.converter.schema.registry.ssl.truststore.location is not" in said
     assert "ssl.endpoint.identification.algorithm='dns' is not valid" in said
     assert PASSWORD not in said and "x" + "-----" not in said
     said = problems_of(**{v("schema.registry.ssl.truststore.certificates"): "not a certificate",

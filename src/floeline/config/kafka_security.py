@@ -132,7 +132,7 @@ def _read(settings: Mapping[str, str], problems: list[str]) -> KafkaSecurity:
     elif jaas or _value(settings, "sasl.mechanism", problems):
         problems.append(f"sasl.mechanism / sasl.jaas.config are set but security.protocol={protocol} "
                         f"does not use SASL; set security.protocol=SASL_SSL (or SASL_PLAINTEXT)")
-    tls = read_tls(lambda key: _value(settings, key, problems), problems)
+    tls = read_tls(lambda key: _value(settings, key, problems), problems, keystore=False)
     secrets.remember(jaas, password)
     return KafkaSecurity(protocol, mechanism if protocol.startswith("SASL_") else None, jaas,
                          username, password, tls.truststore_location, tls.truststore_password,

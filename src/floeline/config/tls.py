@@ -92,9 +92,16 @@ class TlsSettings:
         return " ".join(parts)
 
 
-def read_tls(value: Lookup, problems: list[str], prefix: str = "") -> TlsSettings:
+def read_tls(value: Lookup, problems: list[str], prefix: str = "", keystore: bool = True) -> TlsSettings:
     """The TlsSettings of the keys `prefix` + KEYS, as `value` gives them; every problem
-    is appended to `problems`."""
+    is appended to `problems`. `keystore=False`: the truststore and host name check only
+    (Kafka's own keys: floeline's Kafka clients show no certificate)."""
+    if not keystore:
+        every_key = value
+
+        def value(name: str) -> str | None:
+            skipped = "keystore" in name or name.endswith("ssl.key.password")
+            return None if skipped else every_key(name)
 
     def key(name: str) -> str:
         return prefix + name
@@ -154,9 +161,6 @@ def read_tls(value: Lookup, problems: list[str], prefix: str = "") -> TlsSetting
             problems.append(f"{key(name)} is set but no keystore is ({key('ssl.keystore.location')}, "
                             f"or {key('ssl.keystore.key')} with {key('ssl.keystore.certificate.chain')})")
     store_password = value(key("ssl.truststore.password")) or None
-    if store_password and not store:
-        problems.append(f"{key('ssl.truststore.password')} is set but "
-                        f"{key('ssl.truststore.location')} is not")
 
     algorithm = value(key("ssl.endpoint.identification.algorithm"))
     if algorithm is None:

@@ -55,6 +55,7 @@ from floeline.secrets import scrub
 from floeline.worker import limits, validation
 from floeline.worker.auth import REALM, USERS_FILE_KEY, Users, load_users
 from floeline.worker.errors import BadRequest, NotFound, RestError
+from floeline.worker.loggers import Loggers, jvm_of, valid_level
 from floeline.worker.masking import mask_config, mask_info, mask_tasks, unmask_config
 from floeline.worker.settings import DEFAULT_MAX_CONNECTIONS, MAX_CONNECTIONS_KEY, max_connections
 
@@ -192,6 +193,7 @@ class ConnectApi:
 
     def __init__(self, herder, base_url: Callable[[], str]):
         self.herder, self._base_url = herder, base_url
+        self.loggers = Loggers(jvm_of(herder))  # /admin/loggers
 
     # -- worker
     def root(self, req: Request) -> Reply:
@@ -346,6 +348,30 @@ class ConnectApi:
     def plugin_config(self, req: Request, plugin: str) -> Reply:
         return Reply(200, validation.plugin_config(plugin))
 
+    # -- log levels (Connect's LoggingResource): this worker's Python and Spark loggers
+    def list_loggers(self, req: Request) -> Reply:
+        return Reply(200, self.loggers.all_levels())
+
+    def get_logger(self, req: Request, logger: str) -> Reply:
+        found = self.loggers.level(logger)
+        if found is None:
+            raise NotFound(f"Logger {logger} not found.")
+        return Reply(200, found)
+
+    def set_logger(self, req: Request, logger: str) -> Reply:
+        body = req.json()
+        given = body.get("level") if isinstance(body, dict) else None
+        if given is None:
+            raise BadRequest("Desired 'level' parameter was not specified in request.")
+        level = valid_level(str(given))
+        if level is None:
+            raise NotFound(f"invalid log level '{given}'.")
+        changed = self.loggers.set_level(logger, level)
+        # scope=cluster: every worker of the cluster; this worker is its only one
+        if any(s.strip().lower() == "cluster" for s in req.query.get("scope", [])):
+            return Reply(204)
+        return Reply(200, changed)
+
     def validate(self, req: Request, plugin: str) -> Reply:
         validation.plugin_class(plugin)  # 404 for an unknown plugin before reading the body
         config = _config_of(req.json(), "the request body")
@@ -412,6 +438,7 @@ def _put_name(config: dict, name: str) -> None:
 _NAME = r"(?P<name>[^/]+)"
 _TASK = r"(?P<task>[0-9]{1,9})"
 _PLUGIN = r"(?P<plugin>[^/]+)"
+_LOGGER = r"(?P<logger>[^/]+)"
 ROUTES: list[tuple[re.Pattern, dict[str, str]]] = [(re.compile(f"^{p}$"), m) for p, m in [
     ("/", {"GET": "root"}),
     ("/health", {"GET": "health"}),
@@ -434,6 +461,8 @@ ROUTES: list[tuple[re.Pattern, dict[str, str]]] = [(re.compile(f"^{p}$"), m) for
     ("/connector-plugins", {"GET": "plugins"}),
     (f"/connector-plugins/{_PLUGIN}/config", {"GET": "plugin_config"}),
     (f"/connector-plugins/{_PLUGIN}/config/validate", {"PUT": "validate"}),
+    ("/admin/loggers", {"GET": "list_loggers"}),
+    (f"/admin/loggers/{_LOGGER}", {"GET": "get_logger", "PUT": "set_logger"}),
 ]]
 
 
