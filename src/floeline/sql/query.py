@@ -15,7 +15,8 @@ statements that reach paths are refused (sql/query_guard.py).
 A table whose semi-structured columns are stored as JSON text (a connector with
 floeline.variant.storage=json; the declared type says VARIANT, OBJECT or ARRAY) is read
 through a subquery that parses those columns back to VARIANT, so a query sees the same
-columns, `col:path` and casts included, whichever form the table stores."""
+columns, `col:path` and casts included, whichever form the table stores; a structured
+RECORD_METADATA is read as a VARIANT object the same way."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from floeline.sql.query_guard import check_statement, direct_file_error, is_dire
 from floeline.spark import driver_log_path
 from floeline.sql.spark_errors import spark_sql_error
 from floeline.warehouse.catalog import Warehouse
-from floeline.records.columns import stores_json
+from floeline.records.columns import METADATA_COLUMN, stores_json
 from floeline.warehouse.tables import read_schema
 
 DIALECT = SPARK_DIALECT
@@ -80,7 +81,7 @@ def translate_tree(tree: exp.Expression, warehouse: Warehouse, table_columns=Non
             # Columns qualified by the table's name (ORDERS.ID) keep working.
             alias = exp.TableAlias(this=exp.to_identifier(table.name, quoted=True))
         columns = table_columns(ref) if table_columns is not None else None
-        if columns and any(stores_json(c) for c in columns):
+        if columns and any(stores_json(c) or _structured(c) for c in columns):
             # Checked before the rewrite below: its parse_json must not be compiled again.
             replacement.meta[_PARSED_MARK] = len(parsed)
             parsed.append(columns)
@@ -106,12 +107,19 @@ def _parsed_view(table: exp.Table, columns) -> exp.Subquery:
     items = []
     for column in columns:
         name = exp.to_identifier(column.name, quoted=True)
-        if stores_json(column):
-            value = exp.Anonymous(this="try_parse_json", expressions=[exp.Column(this=name)])
+        if stores_json(column) or _structured(column):
+            function = "try_parse_json" if stores_json(column) else "to_variant_object"
+            value = exp.Anonymous(this=function, expressions=[exp.Column(this=name)])
             items.append(exp.Alias(this=value, alias=name.copy()))
         else:
             items.append(exp.Column(this=name))
     return exp.Subquery(this=exp.Select(expressions=items).from_(inner), alias=alias)
+
+
+def _structured(column) -> bool:
+    """A structured RECORD_METADATA (snowflake.feature.structured.record.metadata.enabled):
+    read as a VARIANT object, so `record_metadata:topic` works on both forms."""
+    return column.name.upper() == METADATA_COLUMN and column.type.startswith("struct<")
 
 
 def run_query(spark, tree: exp.Expression, warehouse: Warehouse):
