@@ -347,21 +347,25 @@ def _cmd_aws(args) -> int:
     return 0
 
 
-def _cmd_setup(_args) -> int:
-    """Fetch everything a first run and the tests need: the broker's jars, Kafka
-    Connect's (the REST shapes' reference worker) with Debezium's PostgreSQL connector
-    (the CDC tests' source), kinesis-local and Spark's packages."""
+def _cmd_setup(args) -> int:
+    """Fetch what a first run needs: the broker's jars, kinesis-local (when node and npm
+    are there: else one line saying how to add it) and Spark's packages; with --tests
+    also the tests' reference peers: Kafka Connect's jars (the REST shapes' reference
+    worker) with Debezium's PostgreSQL connector, and the PostgreSQL server (CDC tests)."""
     from floeline.dev import aws as devaws
-    from floeline.dev import connect as devconnect
     from floeline.dev import kafka as devkafka
     from floeline.spark import get_spark
 
     print(f"kafka broker jars: {devkafka.fetch_broker_jars()}")
-    print(f"kafka connect jars (reference worker for tests): {devconnect.fetch_connect_jars()}")
-    print(f"debezium postgres connector (CDC tests' source): "
-          f"{devconnect.fetch_debezium_postgres_plugin()}")
-    print(f"postgresql server (CDC tests' source): {_postgres_binaries()}")
-    print(f"kinesis-local: {devaws.install_kinesis_local()}")
+    if args.tests:
+        from floeline.dev import connect as devconnect
+
+        print(f"kafka connect jars (reference worker for tests): {devconnect.fetch_connect_jars()}")
+        print(f"debezium postgres connector (CDC tests' source): "
+              f"{devconnect.fetch_debezium_postgres_plugin()}")
+        print(f"postgresql server (CDC tests' source): {_postgres_binaries()}")
+    skipped = devaws.kinesis_local_skipped()
+    print(skipped or f"kinesis-local: {devaws.install_kinesis_local()}")
     spark = _start_spark_resolving_packages(get_spark)
     spark.range(1).count()
     print("spark packages: resolved and cached")
@@ -572,8 +576,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="DynamoDB (moto) port (default $FLOELINE_MOTO_PORT or 5000)")
     p.set_defaults(func=_cmd_aws)
 
-    p = sub.add_parser("setup", help="fetch the broker and Connect jars (with Debezium's "
-                       "PostgreSQL connector), kinesis-local and Spark packages")
+    p = sub.add_parser("setup", help="fetch the local broker's jars, kinesis-local (needs node and "
+                                     "npm; skipped without them) and Spark's packages")
+    p.add_argument("--tests", action="store_true",
+                   help="also the tests' reference peers: Kafka Connect's jars with Debezium's "
+                        "PostgreSQL connector, and the PostgreSQL server (make test)")
     p.set_defaults(func=_cmd_setup)
 
     p = sub.add_parser("demo", help="ORDERS events through a local Kafka broker (default) or a "

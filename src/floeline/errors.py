@@ -185,3 +185,19 @@ def first_lines(message: str, n: int = 6) -> str:
     """A Spark error without its JVM stack trace."""
     message = message.split("\n\nJVM stacktrace")[0]
     return "\n".join(message.splitlines()[:n])
+
+
+def missing_extra(module: str, extra: str, needed_for: str) -> str | None:
+    """None when `module` imports; else a message naming what needs it and floeline's
+    optional dependency group that installs it (`pip install 'floeline[EXTRA]'`). The
+    package alone installs what running a connector needs; the extras add the rest."""
+    import importlib.util
+
+    try:  # found, not imported (moto takes a while to import)
+        if importlib.util.find_spec(module) is not None:
+            return None
+    except (ImportError, ValueError):  # ValueError: a module blocked in sys.modules
+        pass
+    return (f"{needed_for} needs the Python package of floeline's [{extra}] extra, which is not "
+            f"installed (no module {module!r}): pip install 'floeline[{extra}]' (`make setup` "
+            f"installs every extra)")

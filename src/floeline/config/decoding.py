@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from floeline.config.registry_access import read_registry_access
-from floeline.errors import ConfigError
+from floeline.errors import ConfigError, missing_extra
 from floeline.retry import RetryPolicy, policy_from_settings
 
 # --- converter classes ------------------------------------------------------------------
@@ -258,6 +258,8 @@ def read_converter_spec(settings: Mapping[str, str], which: Which, problems: lis
         read_registry_access(dict(spec.options), key, problems)  # auth and TLS settings
     elif name == STRING_CONVERTER:
         _check_encoding(f"{key}.encoding", spec.option("encoding") or "UTF-8", problems)
+    if name == PROTOBUF_CONVERTER and missing_extra("grpc_tools", "protobuf", ""):
+        problems.append(missing_extra("grpc_tools", "protobuf", f"{key}={name}"))
     if name is not None:
         enable = spec.option("schemas.enable")
         if enable is not None and enable.lower() not in ("true", "false"):

@@ -31,7 +31,7 @@ from floeline.cache import cache_dir, install_once, installed_stamp
 from floeline.dev.services import (
     HOST, launch, next_or_free_port, poll_until_serving, port_accepts, port_free, port_from_env,
     require_tools, start_lock, stop_process)
-from floeline.errors import SetupError
+from floeline.errors import SetupError, missing_extra
 from floeline.processes import command_line, last_lines, recorded_pid
 
 KINESIS_LOCAL_VERSION = "0.6.2"
@@ -81,6 +81,20 @@ def kinesis_local_dir() -> Path:
 
 def _kinesis_local_package() -> Path:
     return kinesis_local_dir() / "node_modules" / "kinesis-local"
+
+
+def kinesis_local_skipped(which=shutil.which) -> str | None:
+    """The line set-up prints instead of installing kinesis-local when node or npm is
+    missing (a Kafka-only user needs neither), None when both are there or it is
+    installed already. `which` finds a tool on PATH (shutil.which)."""
+    if installed_stamp(kinesis_local_dir()) == KINESIS_LOCAL_VERSION:
+        return None
+    missing = [tool for tool in ("node", "npm") if which(tool) is None]
+    if not missing:
+        return None
+    return (f"kinesis-local: skipped, {' and '.join(missing)} not on PATH (Kafka needs neither; the "
+            f"local Kinesis of `floeline aws start` and the Kinesis demo do): to add it, install "
+            f"Node.js and npm (`apt-get install nodejs npm`), then run `floeline setup` again")
 
 
 def install_kinesis_local() -> Path:
@@ -187,6 +201,8 @@ def _check_can_launch(service: Service, state: Path, port: int) -> None:
         if shutil.which("node") is None:
             raise SetupError(f"`node` is not on PATH; kinesis-local (the local Kinesis) "
                              f"runs on it: {NODE_INSTALL_HINT}")
+    elif moto_missing():
+        raise SetupError(moto_missing())
 
 
 def _launch(service: Service, state: Path, port: int, timeout_s: float) -> str:
@@ -195,6 +211,12 @@ def _launch(service: Service, state: Path, port: int, timeout_s: float) -> str:
     launch(cmd, state, service.name, f"{service.name}.endpoint", endpoint,
            lambda alive: _wait_until_serving(service, endpoint, state, alive, timeout_s), env=env)
     return endpoint
+
+
+def moto_missing() -> str | None:
+    """What to install when moto's server (moto[server]: moto with Flask) is missing."""
+    return missing_extra("moto", "aws-local", "the local DynamoDB, S3, SQS and Firehose (moto's "
+                         "server)") or missing_extra("flask", "aws-local", "moto's server")
 
 
 def _kinesis_command(state: Path, port: int) -> tuple[list[str], dict[str, str]]:

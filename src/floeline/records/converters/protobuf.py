@@ -12,7 +12,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from floeline.errors import ConfigError
+from floeline.errors import ConfigError, missing_extra
 from floeline.records.record import Float32
 from floeline.records.converters.base import ConverterError
 from floeline.records.converters.connect_json import EPOCH
@@ -124,8 +124,8 @@ def _compile_proto(files: dict[str, str], main: str, error, where: str) -> bytes
         import grpc_tools
         well_known = str(importlib.resources.files(grpc_tools) / "_proto")
     except ImportError:
-        raise ConfigError("the Protobuf converter needs the grpcio-tools package "
-                          "(pip install grpcio-tools)") from None
+        raise ConfigError(missing_extra("grpc_tools", "protobuf", "the Protobuf converter (protoc "
+                                        "compiles the registry's .proto schemas)")) from None
     with tempfile.TemporaryDirectory(prefix="floeline-proto-") as tmp:
         for name, text in files.items():
             path = os.path.join(tmp, name)
