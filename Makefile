@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.floeline-setup
 TEST_STAMP := $(VENV)/.floeline-setup-tests
 
-.PHONY: setup test-setup demo demo-firehose test test-cluster unit bench bench-cold kafka-start kafka-stop aws-start aws-stop clean
+.PHONY: setup test-setup docs-cli demo demo-firehose test test-cluster unit bench bench-cold kafka-start kafka-stop aws-start aws-stop clean
 
 setup: $(STAMP)
 
@@ -65,6 +65,10 @@ aws-start: setup
 
 aws-stop:
 	$(BIN)/floeline aws stop
+
+# docs/cli.md from the command-line parser (tests/unit/test_cli_reference.py checks it)
+docs-cli:
+	$(BIN)/python -c "from floeline.cli import build_parser; from floeline.command_help import reference; print(reference(build_parser()), end='')" > docs/cli.md
 
 clean:
 	rm -rf warehouse .floeline

@@ -475,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("submit", help="run a connector (or, with --worker, a worker) on a cluster "
                                       "with spark-submit (the job `run` or `worker` runs); "
                                       "arguments after `--` go to spark-submit", **_help("submit"))
-    p.add_argument("config", nargs="?")
+    p.add_argument("config", nargs="?", help="the connector's config (as `floeline run` takes it)")
     p.add_argument("--worker", metavar="WORKER_PROPERTIES",
                    help="run `floeline worker WORKER_PROPERTIES` under spark-submit instead of a connector")
     p.add_argument("--master", help="spark://HOST:PORT or any spark-submit master "
@@ -492,12 +492,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_submit)
 
     p = sub.add_parser("validate", help="check a connector config and show topic -> table", **_help("validate"))
-    p.add_argument("config")
+    p.add_argument("config", help="the connector's config: a .properties file or Kafka Connect REST JSON")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("status", help="per table and channel: committed position, the source's "
                                       "latest and lag, last commit, error counts (no Spark)", **_help("status"))
-    p.add_argument("config", nargs="?")
+    p.add_argument("config", nargs="?", help="the connector's config (its tables, source and warehouse)")
     p.add_argument("--worker", metavar="WORKER_PROPERTIES",
                    help="the warehouse's worker instead: the active one's REST URL, host and pid, "
                         "and each stored connector's target state")
@@ -540,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "19092; --secure: $FLOELINE_KAFKA_SECURE_PORT or 19094)")
     a = actions.add_parser("produce", help="send JSON lines (one record each) to a topic",
                            epilog=command_help.KAFKA_PRODUCE, formatter_class=_HELP_FORMAT)
-    a.add_argument("topic")
+    a.add_argument("topic", help="the topic (created when missing)")
     a.add_argument("file", nargs="?", default="-", help="a file of JSON lines; - or nothing: stdin")
     a.add_argument("--bootstrap-servers", help="the broker (default: the local broker of "
                                                "`floeline kafka start`, 127.0.0.1:19092)")
@@ -556,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     actions = p.add_subparsers(dest="action", required=True)
     a = actions.add_parser("produce", help="put JSON lines (one record each) into a stream",
                            epilog=command_help.KINESIS_PRODUCE, formatter_class=_HELP_FORMAT)
-    a.add_argument("stream")
+    a.add_argument("stream", help="the stream's name")
     a.add_argument("file", nargs="?", default="-", help="a file of JSON lines; - or nothing: stdin")
     a.add_argument("--key-field", help="the top-level field whose value is each record's partition key")
     a.add_argument("--create", action="store_true", help="create the stream when missing")
@@ -587,12 +587,12 @@ def build_parser() -> argparse.ArgumentParser:
                                     "local Kinesis stream -> a Delta table, printed; firehose: "
                                     "Firehose -> S3 -> SQS -> an auto-ingest pipe", **_help("demo"))
     p.add_argument("source", nargs="?", choices=("kafka", "kinesis", "firehose"), default="kafka")
-    p.add_argument("--warehouse", default="./warehouse")
+    p.add_argument("--warehouse", default="./warehouse", help="where the demo's tables go")
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("worker-passwd", help="print a users-file line (USER:scrypt hash) for the "
                                              "worker's REST Basic auth (rest.auth.users.file)")
-    p.add_argument("user")
+    p.add_argument("user", help="the user's name; the password is asked for (or read from stdin)")
     p.set_defaults(func=_cmd_worker_passwd)
     return parser
 

@@ -122,3 +122,118 @@ docs: the README's quick starts"""
 
 EPILOGS = {"run": RUN, "validate": VALIDATE, "worker": WORKER, "status": STATUS, "sql": SQL,
            "pipes": PIPES, "submit": SUBMIT, "kafka": KAFKA, "aws": AWS, "demo": DEMO}
+
+# ---------------------------------------------------------------- docs/cli.md
+
+# One or more examples per command (a leaf of the parser); each parses with the parser
+# (tests/unit/test_cli_reference.py).
+EXAMPLES = {
+    "run": ["floeline run orders.properties --until-caught-up", "floeline run orders.json"],
+    "worker": ["floeline worker worker.properties", "floeline worker"],
+    "submit": ["floeline submit orders.properties --master spark://HOST:7077",
+               "floeline submit --worker worker.properties --master spark://HOST:7077 -- --executor-memory 4g",
+               "floeline submit orders.properties --master spark://HOST:7077 --print"],
+    "validate": ["floeline validate orders.properties"],
+    "status": ["floeline status orders.properties --format json",
+               "floeline status --worker worker.properties"],
+    "sql": ["floeline sql \"SELECT record_metadata:topic, order_id FROM orders\"",
+            "floeline sql -f setup.sql --warehouse ./warehouse"],
+    "pipes": ["floeline pipes run --until-caught-up"],
+    "kafka start": ["floeline kafka start", "floeline kafka start --secure"],
+    "kafka stop": ["floeline kafka stop"],
+    "kafka status": ["floeline kafka status"],
+    "kafka produce": ["floeline kafka produce orders orders.jsonl --key-field order_id --header source=app"],
+    "kinesis produce": ["floeline kinesis produce orders orders.jsonl --create --key-field order_id"],
+    "aws": ["floeline aws start", "floeline aws status"],
+    "setup": ["floeline setup", "floeline setup --tests"],
+    "demo": ["floeline demo", "floeline demo kinesis --warehouse /tmp/demo-warehouse"],
+    "worker-passwd": ["floeline worker-passwd alice >> users.txt"],
+}
+
+REGENERATE = "make docs-cli"
+
+
+def commands(parser) -> list[tuple[str, object, str]]:
+    """(name, parser, one-line help) of every command and sub-command, in the parser's
+    order: `kafka` comes before `kafka start`."""
+    import argparse
+
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                full = sub.prog.split(" ", 1)[1]
+                found.append((full, sub, helps.get(name, "")))
+                found.extend(commands(sub))
+    return found
+
+
+def leaves(parser) -> list[str]:
+    """The commands that run something (no sub-command below them)."""
+    import argparse
+
+    return [name for name, sub, _ in commands(parser)
+            if not any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)]
+
+
+def reference(parser) -> str:
+    """docs/cli.md: every command, its usage, arguments and options with their defaults,
+    an example, and its --help epilog. Made from the parser itself (`make docs-cli`)."""
+    import argparse
+
+    found = commands(parser)
+    out = ["# floeline's commands", "",
+           "Every command of `floeline`, its arguments and options and an example. Made from the "
+           f"command-line parser itself (`{REGENERATE}`); a unit test (tests/unit/test_cli_reference.py) "
+           "fails when it and the parser differ. `floeline COMMAND --help` says the same, with the "
+           "command's main settings and defaults.", "",
+           "| command | what it does |", "| --- | --- |"]
+    for name, _, text in found:
+        out.append(f"| [`floeline {name}`](#{_anchor('floeline ' + name)}) | {_cell(text)} |")
+    for name, sub, text in found:
+        out += ["", f"{'#' * (2 + name.count(' '))} floeline {name}", ""][1 if out[-1] == "" else 0:]
+        if text:
+            out += [text[0].upper() + text[1:] + ("" if text.endswith(".") else "."), ""]
+        out += ["```", _usage(sub), "```", ""]
+        rows = []
+        formatter = sub._get_formatter()
+        for action in sub._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            names = ", ".join(action.option_strings) if action.option_strings else (action.metavar or action.dest)
+            if action.option_strings and action.nargs != 0:
+                names += f" {action.metavar or action.dest.upper()}"
+            about = formatter._expand_help(action) if action.help else ""
+            if action.choices:
+                about += ("; " if about else "") + "one of: " + ", ".join(str(c) for c in action.choices)
+            default = action.default
+            shown = "" if default in (None, False, argparse.SUPPRESS) or \
+                (action.nargs == "?" and default == "-" and not action.option_strings) else f"`{default}`"
+            rows.append(f"| `{names}` | {shown} | {_cell(about)} |")
+        if rows:
+            out += ["| argument | default | what it is |", "| --- | --- | --- |", *rows, ""]
+        subcommands = [n for n, _, _ in found if n.startswith(name + " ")]
+        if subcommands:
+            out += ["Its commands: " + ", ".join(f"[`{n}`](#{_anchor('floeline ' + n)})" for n in subcommands)
+                    + ".", ""]
+        examples = EXAMPLES.get(name, [])
+        if examples:
+            out += [f"Example{'s' if len(examples) > 1 else ''}:", "", "```", *examples, "```", ""]
+        if sub.epilog:
+            out += [f"From `floeline {name} --help`:", "", "```", sub.epilog.rstrip(), "```", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _usage(parser) -> str:
+    formatter = parser.formatter_class(prog=parser.prog, width=10_000)
+    formatter.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups, prefix="")
+    return formatter.format_help().strip()
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _anchor(title: str) -> str:
+    return "-".join(title.lower().split())
