@@ -27,7 +27,7 @@ from floeline.config.decoding import AVRO_CONVERTER, ConverterSpec
 from floeline.config.registry_access import RegistryAccess
 from floeline.dev.kafka_secure import SecureBrokerSecrets
 from floeline.dev.tls_front import TlsFront
-from floeline.errors import ConfigError, RetriesExhausted
+from floeline.errors import ConfigError
 from floeline.records.converters.schema_registry import registry_for
 
 TOKEN = "tok-3f9a.b7c"
@@ -265,9 +265,9 @@ def test_a_refused_token_or_a_missing_client_certificate_names_the_setting(pki, 
         client_for(front, **secured(pki, **{"bearer.auth.token": "expired"})).by_id(7)
     assert "expired" not in str(info.value)
     no_keystore = {k: v for k, v in secured(pki).items() if "keystore" not in k}
-    with pytest.raises(RetriesExhausted, match="TLS: .*client certificate, set value.converter."
-                                               "schema.registry.ssl.keystore.location"):
-        client_for(front, **no_keystore).by_id(8)
+    with pytest.raises(ConfigError, match="refused the TLS handshake .*client certificate, set "
+                                          "value.converter.schema.registry.ssl.keystore.location"):
+        client_for(front, timeout_s=30, **no_keystore).by_id(8)  # at once: not retried
 
 
 def test_a_keystore_that_cannot_be_opened_names_its_keys(pki, front):

@@ -115,9 +115,13 @@ class SchemaRegistryClient:
                 reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
                 if isinstance(reason, ssl.SSLCertVerificationError):
                     raise ConfigError(_certificate_refused(base, reason, self.access)) from None
+                if isinstance(reason, ssl.SSLError) and "ALERT" in str(reason.reason or ""):
+                    # the registry refused the handshake: it wants a client certificate, or
+                    # does not trust ours (a connection cut mid-handshake is retried)
+                    raise ConfigError(f"the schema registry at {base} refused the TLS handshake "
+                                      f"({reason.reason}): {_tls_hint(self.access)}. Retrying "
+                                      f"cannot fix this.") from None
                 if isinstance(reason, ssl.SSLError):
-                    # A handshake the registry ended (e.g. it wants a client certificate)
-                    # may be a restart as well: retried, and named in the final error.
                     reason = f"TLS: {reason.reason or reason} ({_tls_hint(self.access)})"
                 problems.append(f"{base}: {reason}")
                 continue
