@@ -276,6 +276,11 @@ def test_a_keystore_that_cannot_be_opened_names_its_keys(pki, front):
                                           "be opened as PKCS12 .*ssl.keystore.password") as info:
         client_for(front, **wrong).by_id(9)
     assert PASSWORD not in str(info.value)
+    broken = secured(pki, **{"schema.registry.ssl.truststore.certificates":
+                             "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----"})
+    del broken["schema.registry.ssl.truststore.location"], broken["schema.registry.ssl.truststore.type"]
+    with pytest.raises(ConfigError, match="ssl.truststore.certificates: its certificates cannot be loaded"):
+        client_for(front, timeout_s=30, **broken).by_id(10)
     missing = secured(pki, **{"schema.registry.ssl.truststore.location": str(pki["dir"] / "nope.pem")})
     with pytest.raises(ConfigError, match="ssl.truststore.location=.*nope.pem: cannot read the "
                                           "truststore"):

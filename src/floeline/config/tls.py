@@ -246,7 +246,13 @@ def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
     key and certificates for mutual TLS, host names checked unless the algorithm is
     empty. ConfigError naming the key when a file cannot be read or does not fit."""
     cadata = ca_pem(tls)
-    context = ssl.create_default_context(cadata=cadata) if cadata else ssl.create_default_context()
+    try:
+        context = ssl.create_default_context(cadata=cadata) if cadata else ssl.create_default_context()
+    except (ssl.SSLError, ValueError) as exc:
+        where = (tls.key("ssl.truststore.location") if tls.truststore_location
+                 else tls.key("ssl.truststore.certificates"))
+        raise ConfigError(f"{where}: its certificates cannot be loaded ({getattr(exc, 'reason', None) or exc}); "
+                          f"give the CA's certificates as PEM") from None
     if not tls.endpoint_identification:
         context.check_hostname = False
     if tls.has_keystore:
