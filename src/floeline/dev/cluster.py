@@ -101,8 +101,8 @@ def start(state: Path, master_port: int, ui_ports: list[int], workers: int = 2,
                 alive = [w for w in cluster.master_state()["workers"] if w["state"] == "ALIVE"]
                 if len(alive) == workers:
                     return cluster
-            except OSError:
-                pass
+            except (OSError, ValueError):
+                pass  # not listening yet, or its UI answering before its JSON is served
             if time.monotonic() > deadline:
                 logs = "\n".join(f"{log.name}:\n{log_tail(log, 15)}"
                                  for log in sorted((state / "logs").glob("*.out")))
