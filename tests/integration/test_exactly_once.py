@@ -18,6 +18,8 @@ from floeline.config import load_config
 from floeline.sources.kafka import produce
 from floeline.sql.script import run_sql
 from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse import delta_log
+from floeline.warehouse.position_txns import held_in_txns
 
 pytestmark = pytest.mark.integration
 
@@ -240,6 +242,10 @@ def test_table_written_before_sources_resumes_from_its_kafka_offsets(
     connector = run_connector(config)
     assert sum(r.records_read for r in connector.reports) == 4
     assert_exactly_once(read_table(topic.upper()), {0: 5, 1: 5})
+    # Its next commit moved the table to positions as txn actions (what checkpoints keep).
+    snapshot = delta_log.transactions(table)
+    held = held_in_txns(config.name, snapshot.versions)
+    assert held is not None and held.stamp == snapshot.version
 
 
 def test_replay_after_the_error_table_commit_keeps_bad_records_out_of_the_table(
