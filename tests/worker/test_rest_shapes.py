@@ -316,3 +316,50 @@ def test_200_concurrent_requests_leave_the_connector_running(floeline, created):
     assert answers == [200] * 200
     status = floeline.call("GET", f"/connectors/{NAME}/status")[1]
     assert status["connector"]["state"] == "RUNNING", status
+
+
+def test_admin_loggers(connect, floeline):
+    """Connect's LoggingResource: the listing's and one logger's shape, a namespace's
+    level set (the changed names), the errors; on floeline a level set on a Spark
+    namespace changes log4j2 in the session's JVM and one on floeline's a Python logger."""
+    import logging
+
+    from floeline.spark import get_spark
+
+    def entry_shape(body):
+        return {tuple(sorted(value)) for value in body.values()}, "root" in body, body == dict(sorted(body.items()))
+
+    assert_same(both(connect, floeline, "GET", "/admin/loggers"), entry_shape)
+    assert_same(both(connect, floeline, "GET", "/admin/loggers/root"), keys)
+    assert_same(both(connect, floeline, "GET", "/admin/loggers/no.such.logger"), lambda body: body)
+    assert_same(both(connect, floeline, "PUT", "/admin/loggers/org.example", {"level": "LOUD"}), lambda body: body)
+    assert_same(both(connect, floeline, "PUT", "/admin/loggers/org.example", {"lvl": "INFO"}), lambda body: body)
+
+    jvm = get_spark()._jvm
+    spark_namespace, python_namespace = "org.apache.spark.deploy", "floeline.worker"
+    # A namespace no class has logged under yet is Connect's 404: it then goes back to root's level.
+    status, before = floeline.call("GET", f"/admin/loggers/{spark_namespace}")
+    restore = before["level"] if status == 200 else floeline.call("GET", "/admin/loggers/root")[1]["level"]
+    python_before = logging.getLogger(python_namespace).level
+    namespaces = {connect.url: "org.apache.kafka.connect.file", floeline.url: spark_namespace}
+    try:
+        answers = [api.call("PUT", f"/admin/loggers/{namespaces[api.url]}", {"level": "TRACE"})
+                   for api in (connect, floeline)]
+        assert_same(answers)
+        for api, (_, changed) in zip((connect, floeline), answers):
+            assert namespaces[api.url] in changed and changed == sorted(changed)
+            assert all(name.startswith(namespaces[api.url]) for name in changed)
+        after = [api.call("GET", f"/admin/loggers/{namespaces[api.url]}") for api in (connect, floeline)]
+        assert_same(after, lambda body: (body["level"], type(body["last_modified"]).__name__))
+        assert after[1][1]["level"] == "TRACE"
+        assert jvm.org.apache.logging.log4j.LogManager.getLogger(spark_namespace + ".Client").isTraceEnabled()
+        # scope=cluster: Connect's standalone worker and floeline's (one worker) both answer so
+        assert_same([api.call("PUT", f"/admin/loggers/{namespaces[api.url]}?scope=cluster", {"level": "WARN"})
+                     for api in (connect, floeline)])
+        assert not jvm.org.apache.logging.log4j.LogManager.getLogger(spark_namespace).isInfoEnabled()
+        status, changed = floeline.call("PUT", f"/admin/loggers/{python_namespace}", {"level": "DEBUG"})
+        assert status == 200 and python_namespace in changed
+        assert logging.getLogger(python_namespace).isEnabledFor(logging.DEBUG)
+    finally:
+        floeline.call("PUT", f"/admin/loggers/{spark_namespace}", {"level": restore})
+        logging.getLogger(python_namespace).setLevel(python_before)

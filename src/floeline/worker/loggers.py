@@ -126,9 +126,10 @@ class Loggers:
         log4j = jvm.org.apache.logging.log4j
         context = log4j.LogManager.getContext(False)
         found = {}
-        for name in context.getConfiguration().getLoggers().keySet():
+        copy = jvm.java.util.ArrayList  # py4j iterates a List (the JVM's collections vary)
+        for name in copy(context.getConfiguration().getLoggers().keySet()):
             found[name] = str(context.getLogger(name).getLevel())
-        for logger in context.getLoggers():
+        for logger in copy(context.getLoggers()):
             found[logger.getName()] = str(logger.getLevel())
         found[ROOT] = str(log4j.LogManager.getRootLogger().getLevel())
         found.pop("", None)
