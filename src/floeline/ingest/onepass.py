@@ -24,6 +24,7 @@ statistics job; a checkpoint on s3a:// is read with boto3 (warehouse/storage.py)
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -141,11 +142,32 @@ def column_read(column, field: str, rules: Rules = SERVER_SIDE) -> ColumnRead | 
         return None
     if _json_variant(column):  # VARIANT stored as JSON text: the value's JSON
         return ColumnRead("variant", f"to_json({_not_json_null(field)})", ())
+    exact = _exact_decimal_read(column.type, field)
+    if exact is not None:  # NUMBER(p,s): a value with more digits takes the general path
+        return ColumnRead(exact[0], exact[1], (exact[2],) + (() if column.nullable else (f"{exact[1]} IS NULL",)))
     value = _not_json_null(field) if column.type == "variant" else field
     unusual = [] if column.nullable else [f"{value} IS NULL"]
     if column.type == "variant" and rules.variant_strings_as_json:
         unusual.append(f"coalesce(schema_of_variant({value}) = 'STRING', false)")
     return ColumnRead(column.type, value, tuple(unusual))
+
+
+def _exact_decimal_read(column_type: str, field: str) -> tuple[str, str, str] | None:
+    """(from_json type, value, unusual) reading a NUMBER(p,s) column with a scale and
+    fewer than 38 digits: the field is parsed wider, so a value that would be rounded
+    to s places or overflow p is unusual (the general path rounds it, or with schema
+    evolution widens the column: warehouse/type_widening.py) instead of from_json
+    rounding it here; None for other columns (NUMBER(38,0) rounds as Snowflake does)."""
+    found = _SCALED_DECIMAL.fullmatch(column_type)
+    if found is None or int(found.group(2)) == 0 or int(found.group(1)) >= 38:
+        return None
+    precision, scale = int(found.group(1)), int(found.group(2))
+    value = f"try_cast({field} AS decimal({precision},{scale}))"
+    return (f"decimal(38,{38 - (precision - scale) - 1})", value,
+            f"({field} IS NOT NULL AND ({value} IS NULL OR {value} != {field}))")
+
+
+_SCALED_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 
 
 def _not_json_null(variant: str) -> str:

@@ -11,7 +11,7 @@ from floeline.naming import column_name_for_key
 from floeline.records import shaping
 from floeline.records.content import column_type_for, present_sql
 from floeline.records.metadata import structured_metadata_type
-from floeline.warehouse import tables
+from floeline.warehouse import tables, type_widening
 from floeline.records.columns import METADATA_COLUMN, Column, TableSchema
 
 
@@ -73,6 +73,10 @@ class TablePreparer:
         changed = False
         if new:
             tables.add_columns(self.spark, ref, new)
+            changed = True
+        wider = type_widening.widenings(schema.columns, fields)  # NUMBER(p,s) for more digits
+        if wider:
+            type_widening.widen(self.spark, ref, wider, tables.table_configuration(self.spark, ref))
             changed = True
         for column in schema.columns:
             if column.nullable or column.name == METADATA_COLUMN or column.default is not None:

@@ -248,12 +248,18 @@ def reason(column: Column, rules: Rules = SERVER_SIDE) -> str:
     }.get(logical, f"does not convert to {name}")
 
 
+# What a user can do about a value its column cannot hold (a field whose type changed
+# in the producer's schema, string -> int, is one no column type holds both ways).
+FIT_FIX = ("; to land such values, send them under a new key (schema evolution adds its "
+           "column) or recreate the table with a VARCHAR or VARIANT column there")
+
+
 def error_sql(column: Column, ref: str, x: str, keys: list[str], rules: Rules = SERVER_SIDE) -> str:
     """Why a record's value for `column` does not fit, or NULL: `x` names the record's
     VARIANT value (of the first of `keys` it holds), `ref` the converted one."""
     key = " or ".join(repr(k) for k in keys)
     failed = sql_string(f" of key {key} does not fit column {column.name} of type "
-                        f"{type_name(column)}: {reason(column, rules)}")
+                        f"{type_name(column)}: {reason(column, rules)}{FIT_FIX}")
     limits = limit_error_sql(ref, column) or "NULL"
     return (f"CASE WHEN {ref} IS NULL AND {x} IS NOT NULL AND NOT is_variant_null({x}) THEN "
             f"concat('value ', left(to_json({x}), 200), {failed}) ELSE {limits} END")

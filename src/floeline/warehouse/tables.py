@@ -273,14 +273,16 @@ def created_by_first_commit(columns: list[Column], auto_compact: bool = False,
 def read_primary_key(spark, ref: TableRef) -> tuple[str, ...]:
     """The primary key columns a connector created the table with (insert.mode=upsert);
     empty for a table without one (or none yet)."""
+    return tuple(json.loads(table_configuration(spark, ref).get(PRIMARY_KEY_PROPERTY) or "[]"))
+
+
+def table_configuration(spark, ref: TableRef) -> dict[str, str]:
+    """The table's properties from its snapshot (no Spark job; SHOW TBLPROPERTIES when
+    Delta's snapshot API refuses); empty when there is no table."""
     snapshot = _snapshot(spark, ref)
     if snapshot is not None:
-        properties = json.loads(snapshot.metadata().json())["metaData"].get("configuration") or {}
-    elif table_exists(spark, ref):
-        properties = table_properties(spark, ref)
-    else:
-        return ()
-    return tuple(json.loads(properties.get(PRIMARY_KEY_PROPERTY) or "[]"))
+        return json.loads(snapshot.metadata().json())["metaData"].get("configuration") or {}
+    return table_properties(spark, ref) if table_exists(spark, ref) else {}
 
 
 def needs_column_mapping(names) -> bool:
