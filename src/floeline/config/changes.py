@@ -49,7 +49,7 @@ class ChangeSettings:
 
 
 def read_change_settings(reader, schematization: bool, method: str) -> ChangeSettings:
-    """The settings from `reader` (config's _Reader: text/choice/boolean/problem), with a
+    """The settings from `reader` (config/reader.py's Reader: text/choice/boolean/problem), with a
     problem noted for each combination that cannot work, naming the fix."""
     if (reader.text("insert.mode") or "").lower() == "update":
         insert_mode = "insert"

@@ -78,7 +78,7 @@ def parse_timestamp_ms(text: str) -> int:
 
 
 def read_kinesis_settings(reader, connector_name: str) -> KinesisSettings:
-    """KinesisSettings from the config `reader` (config._Reader), adding its problems."""
+    """KinesisSettings from the config `reader` (config/reader.py's Reader), adding its problems."""
     problems = reader.problems
     names = reader.text("kinesis.stream.name")
     streams: tuple[str, ...] = ()
