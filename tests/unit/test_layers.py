@@ -35,6 +35,9 @@ LAYERS = {
     "floeline.retry": BASE,
     "floeline.waits": BASE,  # what each connector waits for; retry.call reports to it
     "floeline.secrets": BASE,
+    # The Python client of the worker's Snowpipe Streaming channels: an application's
+    # import, so it imports nothing of floeline (and no PySpark).
+    "floeline.streaming": BASE,
     "floeline.secret_references": BASE,
     "floeline.cache": BASE,  # where downloaded jars and builds are kept; install-once
     "floeline.processes": BASE,

@@ -173,6 +173,42 @@ class MirrorError(Exception):
     the truth)."""
 
 
+class InProcessSource:
+    """What a source owes nothing to anyone for: no lease to claim or hold, no mirror
+    of positions, no heads, no route epochs or changes (the memory source, channels)."""
+
+    def claim(self) -> None:
+        pass
+
+    def first_records_sql(self, start: BatchEnd, count: int) -> str | None:
+        """None: every record is the sample (positions may start anywhere)."""
+        return None
+
+    def before_commit(self) -> None:
+        pass
+
+    def epochs_of(self, channels) -> dict[str, str]:
+        return {}
+
+    def named_routes(self) -> list[str]:
+        return []
+
+    def changed(self, committed: Committed):
+        return None
+
+    def before_batch(self) -> None:
+        pass
+
+    def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
+        pass
+
+    def heads(self, committed: dict[str, str] | None = None) -> dict[str, Head]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
 class Source(Protocol):
     """A source of records for the shared pipeline (see the module docstring)."""
 

@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from floeline.naming import table_for_topic
 from floeline.records.metadata import object_sql
-from floeline.sources.base import BatchEnd, Channel, Committed, Head, position_after
+from floeline.sources.base import BatchEnd, Channel, Committed, InProcessSource, position_after
 
 FORMAT = "floeline_memory"
 SCHEMA = ("channel STRING, position STRING, route STRING, key BINARY, value BINARY, "
@@ -110,7 +110,7 @@ def _b64(value) -> str | None:
     return base64.b64encode(value).decode("ascii")
 
 
-class MemorySource:
+class MemorySource(InProcessSource):
     kind = "memory"
     has_headers = False
     has_standby = False
@@ -128,9 +128,6 @@ class MemorySource:
 
     def route_of(self, channel: str) -> str:
         return self.log.channels()[channel]["route"]
-
-    def claim(self) -> None:
-        """No standby: nothing to wait for."""
 
     def open(self, spark, committed: Committed, has_checkpoint: bool):
         self._first = BatchEnd(dict(committed.positions), frozenset(committed.finished))
@@ -159,36 +156,8 @@ class MemorySource:
             return "CAST(NULL AS VARIANT)"
         return object_sql([[("'channel', channel, 'position', position", "true")], *extra])
 
-    def first_records_sql(self, start: BatchEnd, count: int) -> str | None:
-        """None: every record is the sample (positions may start anywhere)."""
-        return None
-
     def describe(self, fields: dict) -> str:
         return f"channel={fields.get('channel')} position={fields.get('position')}"
-
-    def before_commit(self) -> None:
-        pass
-
-    def epochs_of(self, channels) -> dict[str, str]:
-        return {}
-
-    def named_routes(self) -> list[str]:
-        return []
-
-    def changed(self, committed: Committed):
-        return None
-
-    def before_batch(self) -> None:
-        pass
-
-    def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
-        pass
-
-    def heads(self, committed: dict[str, str] | None = None) -> dict[str, Head]:
-        return {}
-
-    def close(self) -> None:
-        pass
 
 
 class MemoryDataSource(DataSource):

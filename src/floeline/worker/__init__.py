@@ -11,4 +11,6 @@ Modules:
 - validation: per-key config problems in Connect's ConfigInfos shape.
 - masking: secrets masked on the way out, kept when a masked value comes back.
 - auth: optional HTTP Basic authentication from a users file.
+- channels: Snowpipe Streaming's channels (open, append rows, status, drop) on the
+  same listener, for any application.
 """

@@ -8,7 +8,8 @@ the lease, this one is a standby (standby.py): its listener points requests at t
 active worker, and it takes the lease once that worker's process is gone or it stops
 renewing. Holding the lease, it records its REST URL there, brings back every stored
 connector in its target state (herder.py) and, with floeline.pipes=true, runs the
-warehouse's auto-ingest pipes on a thread, as `floeline pipes run` does.
+warehouse's auto-ingest pipes on a thread, as `floeline pipes run` does. Its listener
+also serves Snowpipe Streaming's channels (channels.py) to any application.
 SIGINT/SIGTERM stop every connector after its batch, then the process exits 0 (their
 target states stay, so the next start brings them back). A lease taken over by another
 worker (this one stalled past its timeout) stops everything and exits 1."""
@@ -21,6 +22,7 @@ import threading
 
 from floeline.errors import FloelineError
 from floeline.signals import stop_signals
+from floeline.worker.channels import ChannelService
 from floeline.worker.herder import Herder, LinePrefixer
 from floeline.worker.settings import WorkerSettings, load_worker_settings
 from floeline.worker.standby import Standby
@@ -29,7 +31,7 @@ from floeline.worker.store import ConnectorStore, WorkerLease
 log = logging.getLogger("floeline")
 
 
-def rest_server(settings: WorkerSettings, herder: Herder):
+def rest_server(settings: WorkerSettings, herder: Herder, channels=None):
     """The REST server (rest.py), imported when the worker starts."""
     try:
         from floeline.worker.rest import RestServer
@@ -37,7 +39,7 @@ def rest_server(settings: WorkerSettings, herder: Herder):
         raise FloelineError(f"the worker's REST server (floeline.worker.rest) is not part of this "
                             f"build ({exc}); install a floeline that has it") from None
     try:
-        return RestServer(settings, herder)
+        return RestServer(settings, herder, channels)
     except OSError as exc:
         listener = settings.listener
         raise FloelineError(f"cannot listen on {listener.host}:{listener.port} (listeners="
@@ -67,12 +69,13 @@ def run_worker(path: str | None, out=None) -> int:
         print(f"worker: took over the warehouse's connectors from the worker at {lease.taken_from}",
               file=out, flush=True)
     stopping = threading.Event()
-    herder = server = pipes = None
+    herder = server = pipes = channels = None
     try:
         with stop_signals(stopping.set):
             spark = _start_spark(settings, out)
             herder = Herder(spark, settings, ConnectorStore(warehouse.storage, warehouse.location), out=out)
-            server = rest_server(settings, herder)
+            channels = ChannelService(spark, settings, out=out, batch_slots=herder.batch_slots)
+            server = rest_server(settings, herder, channels)
             server.standby = standby
             server.start()
             lease.listener = server.advertised_url
@@ -101,6 +104,8 @@ def run_worker(path: str | None, out=None) -> int:
         print("worker: stopping every connector after its batch", file=out, flush=True)
         if server is not None:
             server.close()
+        if channels is not None:
+            channels.close()  # what the channels buffered is committed first
         if pipes is not None:
             service, thread = pipes
             service.request_stop()

@@ -1,4 +1,5 @@
-"""Kafka Connect's REST API (Apache Kafka 4.x) over the worker's herder.
+"""Kafka Connect's REST API (Apache Kafka 4.x) over the worker's herder, and under
+/v2/streaming/ Snowpipe Streaming's channels (channels.py), behind the same checks.
 
 Same paths, bodies, status codes and error body ({"error_code": N, "message": ...}) as
 a Connect worker, so kcctl, AKHQ, kafka-ui, Terraform or curl drive floeline unchanged;
@@ -52,7 +53,7 @@ from prometheus_client.exposition import choose_encoder
 from floeline import __version__
 from floeline.errors import ConfigError
 from floeline.secrets import scrub
-from floeline.worker import limits, validation
+from floeline.worker import channels, limits, validation
 from floeline.worker.auth import REALM, USERS_FILE_KEY, Users, load_users
 from floeline.worker.errors import BadRequest, NotFound, RestError
 from floeline.worker.loggers import Loggers, jvm_of, valid_level
@@ -191,9 +192,10 @@ def error_reply(status: int, message: str, headers: dict[str, str] | None = None
 class ConnectApi:
     """The endpoints, as methods taking the request and the path's parts."""
 
-    def __init__(self, herder, base_url: Callable[[], str]):
+    def __init__(self, herder, base_url: Callable[[], str], channels_service=None):
         self.herder, self._base_url = herder, base_url
         self.loggers = Loggers(jvm_of(herder))  # /admin/loggers
+        self.channels = channels_service  # Snowpipe Streaming's channels (channels.py), or None
 
     # -- worker
     def root(self, req: Request) -> Reply:
@@ -469,6 +471,9 @@ ROUTES: list[tuple[re.Pattern, dict[str, str]]] = [(re.compile(f"^{p}$"), m) for
 def route(api: ConnectApi, req: Request) -> Reply:
     """The reply to `req`: its endpoint's, or Connect's 404 / 405, or the error's body."""
     path = req.path.rstrip("/") or "/"
+    if path.startswith(channels.PREFIX):
+        status, body, headers = channels.handle(api.channels, req.method, path, req.query, req.body)
+        return Reply(status, body, headers)
     for pattern, methods in ROUTES:
         match = pattern.match(path)
         if match is None:
@@ -550,11 +555,11 @@ class RestServer:
     """The REST API on the worker's listener. `start()` returns self once it accepts
     requests and tells the herder its worker id (HOST:PORT)."""
 
-    def __init__(self, settings, herder):
+    def __init__(self, settings, herder, channels_service=None):
         self.settings = RestSettings.from_properties(worker_properties(settings))
         self.users: Users | None = load_users(self.settings.users_file) if self.settings.users_file else None
         self.herder = herder
-        self.api = ConnectApi(herder, lambda: self.url)
+        self.api = ConnectApi(herder, lambda: self.url, channels_service)
         # While this worker is a standby: an object whose reply(request) answers in the
         # active worker's stead (standby.py), None for a request it lets through.
         self.standby = None

@@ -13,6 +13,9 @@ connector it runs inherits unless the connector sets its own.
                                             4 on local[2]; 0: no limit)
     floeline.worker.rest.max.connections=64 connections the REST listener serves at once; more get
                                             503 at once, not a thread each (Connect has no such key)
+    floeline.streaming.buffer.flush.time=1, floeline.streaming.buffer.count.records=10000,
+    floeline.streaming.buffer.size.bytes=20000000   when the rows of a table's Snowpipe
+                                            Streaming channels are committed (channels.py)
     rest.* / listeners.https.*              the REST server's keys (rest.py reads them)
 
 Inherited by connectors, as a Connect worker's are (a connector's own value wins):
@@ -52,7 +55,15 @@ OWN_KEYS = frozenset({
     "listeners", "floeline.warehouse", "floeline.checkpoint.dir", "floeline.spark.master",
     "floeline.pipes", "floeline.worker.lease.timeout.ms", "floeline.worker.batch.slots",
     MAX_CONNECTIONS_KEY,
+    # Snowpipe Streaming channels' buffers (channels.py)
+    "floeline.streaming.buffer.flush.time", "floeline.streaming.buffer.count.records",
+    "floeline.streaming.buffer.size.bytes",
 })
+# The channels' buffer keys (Snowpipe Streaming, worker/channels.py) and their minimums,
+# those of the connector keys of the same meaning.
+STREAMING_BUFFER_MINIMUMS = {"floeline.streaming.buffer.flush.time": 0,
+                             "floeline.streaming.buffer.count.records": 1,
+                             "floeline.streaming.buffer.size.bytes": 1}
 # Keys the REST server reads (rest.py): handed over as they are.
 REST_PREFIXES = ("rest.", "listeners.https.")
 # Inherited by every connector unless it sets its own (see the module doc).
@@ -190,6 +201,11 @@ def worker_settings_from_dict(props: Mapping[str, str]) -> WorkerSettings:
         max_connections(props)
     except ConfigError as exc:
         problems.append(str(exc))
+    for key, minimum in STREAMING_BUFFER_MINIMUMS.items():
+        value = text(key)
+        if value is not None and (not re.fullmatch(r"[0-9]+", value) or int(value) < minimum):
+            problems.append(f"{key}={value!r}: accepted values: a whole number >= {minimum} (as the "
+                            f"connector key {key.removeprefix('floeline.streaming.')} of the same meaning)")
     s3 = None
     if locations.is_s3(warehouse) or locations.is_s3(checkpoint or ""):
         try:
