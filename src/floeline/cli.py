@@ -422,12 +422,14 @@ def _start_spark_resolving_packages(get_spark, attempts: int = 3):
 
 
 def _cmd_demo(args) -> int:
-    from floeline.demo import run_demo, run_firehose_demo, run_kinesis_demo
+    from floeline.demo import run_channel_demo, run_demo, run_firehose_demo, run_kinesis_demo
 
     if args.source == "kinesis":
         return run_kinesis_demo(warehouse=args.warehouse)
     if args.source == "firehose":
         return run_firehose_demo(warehouse=args.warehouse)
+    if args.source == "channel":
+        return run_channel_demo(url=args.url)
     return run_demo(warehouse=args.warehouse)
 
 
@@ -585,9 +587,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="ORDERS events through a local Kafka broker (default) or a "
                                     "local Kinesis stream -> a Delta table, printed; firehose: "
-                                    "Firehose -> S3 -> SQS -> an auto-ingest pipe", **_help("demo"))
-    p.add_argument("source", nargs="?", choices=("kafka", "kinesis", "firehose"), default="kafka")
+                                    "Firehose -> S3 -> SQS -> an auto-ingest pipe; channel: the "
+                                    "Firehose demo's tweets posted to a running worker's Snowpipe "
+                                    "Streaming channel", **_help("demo"))
+    p.add_argument("source", nargs="?", choices=("kafka", "kinesis", "firehose", "channel"), default="kafka")
     p.add_argument("--warehouse", default="./warehouse", help="where the demo's tables go")
+    p.add_argument("--url", default="http://127.0.0.1:8083",
+                   help="channel: the worker's REST listener (default %(default)s)")
     p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("worker-passwd", help="print a users-file line (USER:scrypt hash) for the "

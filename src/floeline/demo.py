@@ -181,3 +181,36 @@ def run_firehose_demo(warehouse: str = "./warehouse", rounds: int = 3) -> int:
                                      "ORDER BY tweet:id::int DESC LIMIT 1", wh), "json"))
     service.stop()
     return 1 if service.failures else 0
+
+
+def run_channel_demo(url: str = "http://127.0.0.1:8083", rounds: int = 3, count: int = 5,
+                     user: str | None = None, password: str | None = None) -> int:
+    """The Firehose demo's producer posting straight to a Snowpipe Streaming channel of
+    a running `floeline worker` (no Firehose, bucket or pipe service): the same tweets,
+    round by round, into TWITTER_STREAM.PUBLIC.TWEETS through its default pipe
+    TWEETS-STREAMING, each round one append whose offset token is its last tweet's id.
+    Run again, it resumes after the channel's committed token (a round already in is
+    skipped), as an application does after a restart."""
+    from floeline.streaming import StreamingIngestClient
+
+    properties = {"url": url, **({"user": user, "password": password} if user else {})}
+    client = StreamingIngestClient("tweets-demo", "TWITTER_STREAM", "PUBLIC", "TWEETS-STREAMING", properties)
+    channel, status = client.open_channel("tweets")
+    committed = status.last_committed_offset_token
+    print(f"channel tweets on TWITTER_STREAM.PUBLIC.TWEETS-STREAMING at {url}: "
+          f"last committed offset token {committed}")
+    for round_no in range(1, rounds + 1):
+        tweets = demo_tweets(round_no, count)
+        last = tweets[-1]["id"]
+        if committed is not None and last <= int(committed):
+            print(f"round {round_no}: already committed (offset token {last}), skipped")
+            continue
+        channel.append_rows(tweets, end_offset_token=last)
+        print(f"round {round_no}: appended {len(tweets)} tweets, offset token {last}")
+    status = channel.wait_for_commit(timeout_seconds=120)
+    print(f"committed: offset token {status.last_committed_offset_token}, "
+          f"{status.rows_inserted_count} rows inserted, {status.rows_error_count} row errors "
+          f"(since the worker started)")
+    client.close()
+    print('query: floeline sql "SELECT id, text FROM twitter_stream.public.tweets ORDER BY id"')
+    return 0

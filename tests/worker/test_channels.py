@@ -152,6 +152,19 @@ def test_the_unknown_channel_answers_404_with_the_fix(listener):
     assert "open it" in body["message"]
 
 
+def test_the_channel_demo_posts_the_firehose_demos_tweets_and_resumes_after_its_token(listener, spark, capsys):
+    from floeline.demo import run_channel_demo
+
+    url, warehouse = listener
+    assert run_channel_demo(url=url, rounds=2) == 0
+    assert run_channel_demo(url=url, rounds=3) == 0  # run again: rounds 1 and 2 are committed
+    out = capsys.readouterr().out
+    assert "round 1: already committed (offset token 1004), skipped" in out and "round 3: appended 5" in out
+    path = os.path.join(warehouse, "TWITTER_STREAM", "PUBLIC", "TWEETS")
+    ids = sorted(r["ID"] for r in spark.read.format("delta").load(path).select("ID").collect())
+    assert ids == [r * 1000 + i for r in (1, 2, 3) for i in range(5)]
+
+
 def test_sigkill_mid_stream_then_reopen_and_resend_lands_every_row_once(spark, tmp_path):
     """100,000 rows in batches of 2,000; the worker is SIGKILLed once 20,000 are
     committed and more are buffered; the application reopens its channel on the new
