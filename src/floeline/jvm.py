@@ -1,44 +1,51 @@
 """floeline's own JVM code, small Spark functions for the one-pass micro-batches,
 compiled once against the installed PySpark's jars (by `floeline setup`, or the first
 get_spark) and added to the sessions get_spark builds:
-- the record check (`resources/KnownKeys.java`): it runs on every record, and the
+- the record check (`resources/java/KnownKeys.java`): it runs on every record, and the
   Spark SQL version of it (a second JSON parse for the keys) cost a fifth of the batch;
   the JVM function scans the bytes once (measured: 1.99 s -> 1.53 s for a 340k-record
   batch);
-- the one-pass MERGE's field check (`resources/ExactFields.java`): a change's after
+- the one-pass MERGE's field check (`resources/java/ExactFields.java`): a change's after
   image and its key hold exactly the table's fields, for the same reason;
-- the watch that ends the JVM when its Python is gone (`resources/ParentWatch.java`);
-- RECORD_METADATA of a Kafka record without headers (`resources/KafkaMetadata.java`):
+- the watch that ends the JVM when its Python is gone (`resources/java/ParentWatch.java`);
+- RECORD_METADATA of a Kafka record without headers (`resources/java/KafkaMetadata.java`):
   casting a struct to a VARIANT cost 5-6 % of a one-pass batch's task time;
-- the batch's push time (`resources/PushTime.java`): as a literal it changed the
+- the batch's push time (`resources/java/PushTime.java`): as a literal it changed the
   generated code every batch (measured: +0.15 s per batch to compile and warm it up);
 - Hadoop's local file system without a `chmod` or `readlink` process per call
-  (`resources/LocalFiles.java`, see spark.local_files_conf);
-- in a jar of its own, floeline's Kafka reader (`resources/GroupedKafka.java`,
+  (`resources/java/LocalFiles.java`, see spark.local_files_conf);
+- in a jar of its own, floeline's Kafka reader (`resources/java/GroupedKafka.java`,
   `floeline.kafka.reader=grouped` in sources/kafka.py): a consumer per task instead of
   one per topic partition;
 - in a jar of its own, the commits of a batch's tables written together
-  (`resources/TableCommits.java`, warehouse/commits.FilesCommits): one py4j call per
+  (`resources/java/TableCommits.java`, warehouse/commits.FilesCommits): one py4j call per
   table's commit instead of about 40.
-It needs a JDK's `javac` at set-up, which the Makefile asks for. Without it Spark
-still starts (spark.py leaves the jar out, with a warning) and every micro-batch takes
-the general path: slower, same result."""
+The Java sources are in `resources/java/`. Compiling needs a JDK 17+ `javac`, which
+the Makefile asks for. Without one (NoJdk) Spark still starts without the jars, with a
+warning saying what runs slower and how to fix it (`optional_jar`); a JDK that is too
+old or cannot compile the sources is an error naming the JDK, never a silent slow path."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import threading
 import zipfile
+from collections.abc import Callable
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 from floeline.cache import cache_dir
 from floeline.errors import SetupError, SetupMissing
+
+log = logging.getLogger("floeline")
 
 _SOURCES = ("JsonScan.java", "KnownKeys.java", "ExactFields.java", "PushTime.java", "ParentWatch.java",
             "LocalFiles.java", "KafkaMetadata.java")
@@ -49,6 +56,13 @@ KAFKA_READER_CLASS = "floeline.kafka.GroupedKafka"
 # The commits of tables written together: a jar of its own, compiled against Delta's jars.
 TABLE_COMMITS_SOURCES = ("TableCommits.java",)
 TABLE_COMMITS_CLASS = "floeline.delta.TableCommits"
+JAVA_RELEASE = 17  # javac --release: the Java Spark 4 runs on
+JDK_FIX = "install a JDK 17 or newer (apt-get install openjdk-17-jdk-headless) and run `floeline setup`"
+
+
+class NoJdk(SetupError):
+    """No `javac` on PATH: floeline runs without its compiled JVM code (optional_jar
+    says so); a JDK that is there but fails is a SetupError."""
 
 
 def _pyspark_jars() -> Path:
@@ -58,8 +72,8 @@ def _pyspark_jars() -> Path:
 
 
 def _sources(names=_SOURCES) -> dict[str, bytes]:
-    return {name: resources.files("floeline.resources").joinpath(name).read_bytes()
-            for name in names}
+    folder = resources.files("floeline.resources").joinpath("java")
+    return {name: folder.joinpath(name).read_bytes() for name in names}
 
 
 def _jar_file(sources: dict[str, bytes], stem: str = "floeline-jvm", also: bytes = b"") -> Path:
@@ -89,7 +103,7 @@ def jar_path(build: bool = True) -> Path:
 
 
 def kafka_reader_jar(kafka_clients: str | None, build: bool = True) -> Path:
-    """floeline's Kafka reader (`resources/GroupedKafka.java`, sources/kafka.py), compiled
+    """floeline's Kafka reader (`resources/java/GroupedKafka.java`, sources/kafka.py), compiled
     against `kafka_clients`, the Kafka client jar of Spark's Kafka package, which it runs
     beside: like it, the jar goes in spark.jars only (a class on the JVM's own classpath,
     where floeline-jvm's LocalFiles must be, cannot see spark.jars). Built by set-up once
@@ -97,17 +111,21 @@ def kafka_reader_jar(kafka_clients: str | None, build: bool = True) -> Path:
     `build` false: a missing jar is a SetupMissing error."""
     if kafka_clients is None:
         raise SetupMissing("floeline's Kafka reader is compiled once Spark's packages are resolved")
-    sources = _sources(KAFKA_READER_SOURCES)
-    jar = _jar_file(sources, "floeline-kafka-reader", Path(kafka_clients).name.encode())
+    jar = expected_kafka_reader_jar(kafka_clients)
     if not jar.exists():
         if not build:
             raise SetupMissing(f"floeline's Kafka reader is not compiled ({jar} is missing)")
-        _compile(sources, jar, [str(_pyspark_jars() / "*"), kafka_clients])
+        _compile(_sources(KAFKA_READER_SOURCES), jar, [str(_pyspark_jars() / "*"), kafka_clients])
     return jar
 
 
+def expected_kafka_reader_jar(kafka_clients: str) -> Path:
+    """Where kafka_reader_jar() keeps the reader built against `kafka_clients` (built or not)."""
+    return _jar_file(_sources(KAFKA_READER_SOURCES), "floeline-kafka-reader", Path(kafka_clients).name.encode())
+
+
 def table_commits_jar(resolved: list[str] | None, build: bool = True) -> Path:
-    """floeline's commits of tables written together (`resources/TableCommits.java`),
+    """floeline's commits of tables written together (`resources/java/TableCommits.java`),
     compiled against Delta's jars among `resolved` (Spark's packages, which it runs
     beside in spark.jars, as the Kafka reader does). Built by set-up once the packages
     are resolved (None: not yet, a SetupMissing error), or on first use; `build` false:
@@ -124,12 +142,24 @@ def table_commits_jar(resolved: list[str] | None, build: bool = True) -> Path:
     return jar
 
 
+def optional_jar(build: Callable[[], Path], without: str) -> list[str]:
+    """[the jar `build` returns], or [] with a warning naming what runs `without` it and
+    the fix when there is no JDK to compile it. Any other set-up error is raised: a JDK
+    that cannot compile floeline's Java must not leave it on slower paths unsaid."""
+    try:
+        return [str(build())]
+    except NoJdk as exc:
+        log.warning("%s\nRunning without it: %s. To build it: %s.", exc, without, JDK_FIX)
+        return []
+
+
 def _compile(sources: dict[str, bytes], jar: Path, classpath: list[str]) -> None:
     """javac `sources` against `classpath` into `jar` (replaced atomically)."""
     javac = shutil.which("javac")
     if javac is None:
-        raise SetupError("`javac` is not on PATH; floeline compiles its Spark functions at "
-                         "set-up and needs a JDK 17: apt-get install openjdk-17-jdk-headless")
+        raise NoJdk(f"floeline's Java ({', '.join(sources)}) is not compiled: no JDK, `javac` is not on PATH")
+    version = _javac_version(javac)
+    _check_release(javac, version)
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="floeline-jvm-") as work:
         paths = []
@@ -141,8 +171,10 @@ def _compile(sources: dict[str, bytes], jar: Path, classpath: list[str]) -> None
                                "-cp", os.pathsep.join(classpath), *map(str, paths)],
                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if done.returncode != 0:
-            raise SetupError(f"javac could not compile {', '.join(sources)}:\n"
-                             f"{done.stderr[-2000:]}")
+            raise SetupError(f"the JDK at {javac} ({version}) could not compile floeline's Java "
+                             f"({', '.join(sources)}) against {os.pathsep.join(classpath)}; check the JDK "
+                             f"(a JDK 17 or newer: apt-get install openjdk-17-jdk-headless) and any jar "
+                             f"javac names, then run `floeline setup`. javac said:\n{done.stderr[-2000:]}")
         partial = jar.with_suffix(f".{os.getpid()}.tmp")
         try:
             with zipfile.ZipFile(partial, "w") as out:
@@ -151,6 +183,29 @@ def _compile(sources: dict[str, bytes], jar: Path, classpath: list[str]) -> None
             os.replace(partial, jar)  # atomic: a concurrent set-up never sees half a jar
         finally:
             partial.unlink(missing_ok=True)
+
+
+@lru_cache(maxsize=None)
+def _javac_version(javac: str) -> str:
+    """`javac -version`'s answer ("javac 17.0.15"; JDK 8 prints it on stderr)."""
+    try:
+        done = subprocess.run([javac, "-version"], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SetupError(f"the JDK's javac at {javac} does not run ({exc}); {JDK_FIX}") from None
+    return (done.stdout + done.stderr).strip() or f"exit status {done.returncode}"
+
+
+def _check_release(javac: str, version: str) -> None:
+    """A javac older than JAVA_RELEASE (or not answering as javac) cannot compile for
+    Spark's Java: an error naming the one found."""
+    found = re.search(r"javac (\d+)(?:\.(\d+))?", version)
+    major = 0
+    if found:  # JDK 8 and older say "javac 1.8.0_292"
+        major = int(found[2]) if found[1] == "1" and found[2] else int(found[1])
+    if major < JAVA_RELEASE:
+        raise SetupError(f"the JDK at {javac} is {version!r}; floeline compiles its Java for Java "
+                         f"{JAVA_RELEASE}: {JDK_FIX}")
 
 
 def known_keys_function(known_keys: frozenset[str]) -> str:
@@ -245,7 +300,7 @@ def ensure_kafka_metadata(spark, flags) -> str:
 
 def register_push_time(spark, epoch_millis: int) -> str:
     """Register `floeline_push_time_ms()` returning this batch's push time (see
-    resources/PushTime.java for why it is not a literal). Returns the function's name."""
+    resources/java/PushTime.java for why it is not a literal). Returns the function's name."""
     java = spark._jvm
     # A Spark UDF is never folded into a literal (ScalaUDF is not foldable).
     spark._jsparkSession.udf().register(PUSH_TIME_FUNCTION, java.floeline.PushTime(epoch_millis),

@@ -142,13 +142,9 @@ def setup_jars() -> list[Path]:
 
 
 def _floeline_jar() -> list[str]:
-    """The jar of floeline's JVM functions (jvm.py), or nothing when it cannot be built:
-    Spark then runs every micro-batch on the general path."""
-    try:
-        return [str(jvm.jar_path())]
-    except SetupError as exc:
-        log.warning("%s\nWithout it every micro-batch takes the general path (slower).", exc)
-        return []
+    """The jar of floeline's JVM functions (jvm.py), or nothing without a JDK to build it
+    (said in a warning): Spark then runs every micro-batch on the general path."""
+    return jvm.optional_jar(jvm.jar_path, "every micro-batch takes the general path (slower, same rows)")
 
 
 def kafka_clients_jar(resolved: list[str] | None = None) -> str | None:
@@ -164,8 +160,9 @@ def _kafka_reader_jar(resolved: list[str] | None) -> list[str]:
     if not resolved:
         return []
     try:
-        return [str(jvm.kafka_reader_jar(kafka_clients_jar(resolved)))]
-    except (SetupError, SetupMissing) as exc:
+        return jvm.optional_jar(lambda: jvm.kafka_reader_jar(kafka_clients_jar(resolved)),
+                                "connectors read Kafka with Spark's own source")
+    except SetupMissing as exc:  # Spark's Kafka package brought no Kafka client jar
         log.warning("%s\nConnectors read Kafka with Spark's own source.", exc)
         return []
 
@@ -176,8 +173,9 @@ def _table_commits_jar(resolved: list[str] | None) -> list[str]:
     if not resolved:
         return []
     try:
-        return [str(jvm.table_commits_jar(resolved))]
-    except (SetupError, SetupMissing) as exc:
+        return jvm.optional_jar(lambda: jvm.table_commits_jar(resolved),
+                                "a batch's tables are written one by one (slower)")
+    except SetupMissing as exc:  # Delta's jars are not among the resolved packages
         log.warning("%s\nA batch's tables are written one by one (slower).", exc)
         return []
 
@@ -283,7 +281,7 @@ def spark_conf(master: str = "local[2]", heap: str = DRIVER_MEMORY) -> dict[str,
 
 
 def local_files_conf(floeline_jar: list[str]) -> dict[str, str]:
-    """Hadoop's file: file system without a child process per call (resources/
+    """Hadoop's file: file system without a child process per call (resources/java/
     LocalFiles.java: Hadoop runs `chmod` and `readlink` about a dozen times per Delta
     commit without its native library; measured: a 100-row append 0.27 s -> 0.18 s).
     Local masters only: the class must be on the classpath of the JVM that writes the
@@ -400,7 +398,7 @@ def _launch_jvm_in_own_session(settings: dict[str, str]) -> None:
     logging.getLogger().addFilter(_py4j_lost_connection)
     gateway = launch_gateway(conf, {"start_new_session": True})
     SparkContext._ensure_initialized(gateway=gateway)
-    try:  # the JVM halts as soon as this Python is gone (resources/ParentWatch.java)
+    try:  # the JVM halts as soon as this Python is gone (resources/java/ParentWatch.java)
         gateway.jvm.floeline.ParentWatch.start(os.getpid())
     except Exception as exc:  # no floeline jar: it still exits on its stdin's EOF, slower
         log.warning("Spark's JVM will not halt at once if this process is killed: %s", exc)

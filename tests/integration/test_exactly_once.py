@@ -150,7 +150,7 @@ def test_sigkill_mid_stream_then_restart(kafka, topic_name, tmp_path, warehouse,
         assert jvms, "the connector's Spark JVM"
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
-        # Its JVM goes with it (resources/ParentWatch.java), before anything is restarted:
+        # Its JVM goes with it (resources/java/ParentWatch.java), before anything is restarted:
         # left running, it went on planning batches and committing beside the restart.
         deadline = time.time() + 5
         while time.time() < deadline and any(alive(pid) for pid in jvms):

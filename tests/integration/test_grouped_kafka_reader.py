@@ -1,4 +1,4 @@
-"""floeline's Kafka reader (floeline.kafka.reader=grouped, resources/GroupedKafka.java):
+"""floeline's Kafka reader (floeline.kafka.reader=grouped, resources/java/GroupedKafka.java):
 a consumer per Spark task, each assigned several topic partitions. What a user sees must
 not change: every record once across restarts, a deleted checkpoint and a switch of
 reader on the same checkpoint; buffer.count.records bounds a batch; topics.regex finds

@@ -1,4 +1,4 @@
-"""RECORD_METADATA built by floeline's JVM function (resources/KafkaMetadata.java) is the
+"""RECORD_METADATA built by floeline's JVM function (resources/java/KafkaMetadata.java) is the
 same VARIANT, byte for byte, as Spark's to_variant_object over the same fields
 (records/metadata.py's SQL), for every snowflake.metadata.* combination and for records
 with odd coordinates, keys and headers."""

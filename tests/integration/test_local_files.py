@@ -1,4 +1,4 @@
-"""Hadoop's file: file system as a local session runs it (resources/LocalFiles.java): the
+"""Hadoop's file: file system as a local session runs it (resources/java/LocalFiles.java): the
 two calls that used to start a `chmod` or `readlink` process answer as Hadoop's own
 did, and Delta's commits and Spark's checkpoints go through it."""
 

@@ -1,16 +1,83 @@
-"""Building floeline's JVM function: what a machine without a JDK is told (no Spark)."""
+"""Building floeline's JVM code from resources/java/ with the machine's real javac: what
+a machine without a JDK is told, and that a JDK which cannot build it is an error (no
+Spark session)."""
+
+import logging
+import zipfile
+from importlib import resources
 
 import pytest
 
-from floeline import jvm
+from floeline import jvm, spark
 from floeline.errors import SetupError
 
+BROKEN = {"Broken.java": b"package floeline; class Broken { int x = ; }"}
 
-def test_missing_javac_names_the_fix(tmp_path, monkeypatch):
-    monkeypatch.setenv("FLOELINE_CACHE", str(tmp_path))
-    monkeypatch.setattr(jvm.shutil, "which", lambda _name: None)
-    with pytest.raises(SetupError, match="javac.*apt-get install openjdk-17-jdk-headless"):
+
+@pytest.fixture
+def no_jdk(tmp_path, monkeypatch):
+    """An empty cache and a PATH without javac (nothing built, nothing to build with)."""
+    monkeypatch.setenv("FLOELINE_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "bin").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+
+
+def test_missing_javac_names_the_jdk(no_jdk):
+    with pytest.raises(jvm.NoJdk, match="not compiled: no JDK, `javac` is not on PATH"):
         jvm.jar_path()
+
+
+def test_without_a_jdk_spark_runs_without_the_jars_and_says_what_is_slower(no_jdk, caplog):
+    caplog.set_level(logging.WARNING, "floeline")
+    assert spark._floeline_jar() == []
+    assert spark._kafka_reader_jar(["/jars/org.apache.kafka_kafka-clients-4.1.0.jar"]) == []
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2
+    for warning, without in zip(warnings, ("every micro-batch takes the general path",
+                                           "connectors read Kafka with Spark's own source")):
+        assert "no JDK, `javac` is not on PATH" in warning
+        assert f"Running without it: {without}" in warning
+        assert "install a JDK 17 or newer (apt-get install openjdk-17-jdk-headless)" in warning
+        assert "floeline setup" in warning
+
+
+def test_a_jdk_that_cannot_compile_is_an_error_naming_it(tmp_path):
+    """Not a warning and a slower path: the error names javac's path and version."""
+    jar = tmp_path / "broken.jar"
+    with pytest.raises(SetupError) as raised:
+        jvm.optional_jar(lambda: jvm._compile(BROKEN, jar, []), "slower")
+    assert not isinstance(raised.value, jvm.NoJdk)
+    message = str(raised.value)
+    javac = jvm.shutil.which("javac")
+    assert f"the JDK at {javac} ({jvm._javac_version(javac)}) could not compile floeline's Java (Broken.java)" in message
+    assert "check the JDK (a JDK 17 or newer" in message
+    assert "Broken.java:1: error" in message  # javac's own words follow
+    assert not jar.exists()
+
+
+@pytest.mark.parametrize("version", ["javac 11.0.22", "javac 1.8.0_292", "Picked up JAVA_TOOL_OPTIONS"])
+def test_a_jdk_older_than_17_is_an_error_naming_its_version(version):
+    with pytest.raises(SetupError, match=f"the JDK at /opt/jdk/bin/javac is '{version}'; .* Java 17"):
+        jvm._check_release("/opt/jdk/bin/javac", version)
+
+
+@pytest.mark.parametrize("version", ["javac 17.0.15", "javac 21", "javac 25-ea"])
+def test_a_jdk_17_or_newer_is_accepted(version):
+    jvm._check_release("/opt/jdk/bin/javac", version)
+
+
+def test_every_java_source_is_in_resources_java_and_compiled(tmp_path, monkeypatch):
+    """resources/java/ holds every Java source (none beside the poms) and each is in one
+    of the jars; the functions' jar builds from there with this machine's JDK."""
+    package = resources.files("floeline.resources")
+    in_folder = {p.name for p in package.joinpath("java").iterdir() if p.name.endswith(".java")}
+    assert not [p.name for p in package.iterdir() if p.name.endswith(".java")]
+    compiled = [*jvm._SOURCES, *jvm.KAFKA_READER_SOURCES, *jvm.TABLE_COMMITS_SOURCES]
+    assert sorted(compiled) == sorted(in_folder)
+    monkeypatch.setenv("FLOELINE_CACHE", str(tmp_path))
+    with zipfile.ZipFile(jvm.jar_path()) as jar:
+        classes = {name for name in jar.namelist() if "$" not in name}
+    assert classes == {f"floeline/{name.removesuffix('.java')}.class" for name in jvm._SOURCES}
 
 
 class _Session:

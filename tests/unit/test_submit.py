@@ -68,7 +68,7 @@ def test_the_command_carries_jars_packages_python_and_the_given_master(set_up, t
     assert cmd[driver + 1:] == ["run", str(config), "--until-caught-up"]
     with zipfile.ZipFile(opts["--py-files"]) as zf:
         names = set(zf.namelist())
-    assert {"floeline/cli.py", "floeline/spark.py", "floeline/resources/KnownKeys.java"} <= names
+    assert {"floeline/cli.py", "floeline/spark.py", "floeline/resources/java/KnownKeys.java"} <= names
     assert not any("__pycache__" in n for n in names)
     # made once per version of the code
     assert submit.python_bundle() == submit.python_bundle()
@@ -132,6 +132,7 @@ def test_a_start_that_resolved_packages_lets_the_next_skip_ivy(set_up, tmp_path)
     ivy[0].parent.mkdir()
     for jar in ivy:
         jar.touch()
+    jvm.expected_kafka_reader_jar(str(ivy[1])).touch()  # set-up built the reader against it
     first = spark.spark_conf()
     assert first["spark.jars.packages"] == ",".join(spark.PACKAGES)
     # what spark-submit reports after resolving (the package jars, in spark.submit.pyFiles)

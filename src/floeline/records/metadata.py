@@ -14,7 +14,7 @@ field a record lacks (no key, no headers) and names the timestamp after its type
 the expression picks one of a few struct shapes per record (CASE) and turns it into a
 VARIANT with to_variant_object: measured 4x cheaper than building JSON text and
 parsing it back. The one-pass batches build a Kafka record without headers with
-floeline's JVM function instead (resources/KafkaMetadata.java, the same bytes): the
+floeline's JVM function instead (resources/java/KafkaMetadata.java, the same bytes): the
 struct's cast was 5-6 % of their task time."""
 
 from __future__ import annotations
