@@ -18,7 +18,7 @@ the standard library (no PySpark), so any application can import it:
 request's, default 60) and max_retry_s (default 120). Transient answers (503, 429,
 502, 504) and connections refused, reset or timed out are retried with exponential
 backoff and jitter until max_retry_s has passed; then StreamingIngestError says what
-failed. An append retried after a lost answer is safe: the worker drops a batch with
+failed. A certificate the client does not trust fails at once (it would not change). An append retried after a lost answer is safe: the worker drops a batch with
 the same offset token as the last one (a duplicate).
 
 After the worker restarts, a channel's appends fail with a StreamingIngestError whose
@@ -150,6 +150,12 @@ class _Http:
                 status, retry_after = response.status, response.getheader("Retry-After")
                 if response.getheader("Connection", "").lower() == "close":
                     self.close()
+            except ssl.SSLCertVerificationError as exc:  # not transient: the same certificate comes back
+                self.close()
+                raise StreamingIngestError(
+                    f"{method} {path}: the worker's certificate at {self.scheme}://{self.host}:{self.port} is not "
+                    f"trusted ({exc.verify_message or exc}); give properties ca_file=<the PEM of its CA or "
+                    f"certificate>") from None
             except (ConnectionError, socket.timeout, TimeoutError, http.client.HTTPException, OSError) as exc:
                 self.close()
                 status, data, retry_after, failure = None, b"", None, f"{type(exc).__name__}: {exc}"

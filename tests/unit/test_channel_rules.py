@@ -172,3 +172,27 @@ def test_the_channels_buffer_keys_are_checked_when_the_worker_starts():
                                    "floeline.streaming.buffer.size.bytes": "0"})
     assert "floeline.streaming.buffer.flush.time='soon': accepted values: a whole number >= 0" in str(bad.value)
     assert "floeline.streaming.buffer.size.bytes='0'" in str(bad.value)
+
+
+def test_the_client_reaches_the_channels_over_the_listeners_tls(tmp_path):
+    """https with the listener's certificate trusted (ca_file) gets through to the
+    channel paths; an untrusted certificate fails at once naming ca_file."""
+    from floeline.streaming import StreamingIngestClient, StreamingIngestError
+    from floeline.worker.rest import RestServer
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    server = RestServer({"listeners": "https://127.0.0.1:0", "listeners.https.ssl.certificate.location": str(cert),
+                         "listeners.https.ssl.key.location": str(key)}, None).start()
+    try:
+        trusted = StreamingIngestClient("t", "DB", "S", "T-STREAMING", {"url": server.url, "ca_file": str(cert)})
+        with pytest.raises(StreamingIngestError) as past_tls:  # this listener has no channel service
+            trusted.open_channel("ch")
+        assert past_tls.value.http_status == 404 and past_tls.value.code == "ERR_NOT_FOUND"
+        untrusted = StreamingIngestClient("t", "DB", "S", "T-STREAMING", {"url": server.url, "max_retry_s": 60})
+        with pytest.raises(StreamingIngestError, match="not trusted .*ca_file"):
+            untrusted.open_channel("ch")
+    finally:
+        server.close()
