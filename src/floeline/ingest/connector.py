@@ -45,6 +45,7 @@ from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
 from floeline.spark import java_cause_is, java_cause_message
 from floeline.warehouse import checkpoints
+from floeline.warehouse.uniform import require_iceberg_converter
 
 log = logging.getLogger("floeline")
 
@@ -83,6 +84,8 @@ class Connector:
         self.metrics = metrics if metrics is not None else ConnectorMetrics(
             config.name, config.database, config.schema)
         self.clock = clock if clock is not None else startup.PROCESS
+        if config.table_settings.iceberg:  # before a table is made that no Iceberg reader opens
+            require_iceberg_converter(spark, config.name)
         self.pipeline = Pipeline(config, spark, self.source, self.metrics)
         self.routes: list[str] = []  # the source's routes when the query started
         # Every route read since the process started: their tables' positions are
