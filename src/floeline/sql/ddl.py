@@ -21,7 +21,7 @@ from floeline.sql.copy_statement import parse_copy, transformation
 from floeline.sql.statements import (CreatePipe, Name, Parsed, PipeCommand, identifier,
                                      select_item_texts, table_name)
 from floeline.warehouse.pipe_select import compile_select
-from floeline.warehouse import pipes, tables
+from floeline.warehouse import clustering, pipes, tables
 from floeline.warehouse.catalog import TableRef, Warehouse
 from floeline.records.columns import Column
 
@@ -180,12 +180,34 @@ class Ddl:
                 if text not in ("TRUE", "FALSE"):
                     raise SqlError(f"ENABLE_SCHEMA_EVOLUTION must be TRUE or FALSE, not {text}")
                 evolution = text == "TRUE"
-            elif isinstance(prop, exp.SchemaCommentProperty):
-                continue
+            elif isinstance(prop, (exp.SchemaCommentProperty, exp.ClusterProperty)):
+                continue  # (CLUSTER BY: cluster_by)
             else:
                 raise SqlError(f"table option {prop.sql('snowflake')!r} is not supported "
-                               f"(ENABLE_SCHEMA_EVOLUTION = TRUE|FALSE, COMMENT)")
+                               f"(ENABLE_SCHEMA_EVOLUTION = TRUE|FALSE, CLUSTER BY (col, ...), COMMENT)")
         return evolution, interactive
+
+    @staticmethod
+    def cluster_by(properties, columns: list[Column]) -> tuple[str, ...]:
+        """CLUSTER BY's columns (empty without it), checked against the table's `columns`
+        (`properties`: the statement's, or ALTER TABLE's ClusterProperty)."""
+        found = ([properties] if isinstance(properties, exp.ClusterProperty) else
+                 [p for p in (properties.expressions if properties else [])
+                  if isinstance(p, exp.ClusterProperty)])
+        if not found:
+            return ()
+        names = []
+        for expression in found[0].expressions:
+            if not isinstance(expression, exp.Column) or expression.table:
+                raise SqlError(f"CLUSTER BY {expression.sql('snowflake')}: floeline clusters by "
+                               f"columns only (Delta liquid clustering), not expressions; add a "
+                               f"column holding the value and cluster by it")
+            names.append(identifier(expression.this))
+        by_key = {}
+        for column in columns:  # an unquoted name matches any case, as queries find columns
+            by_key.setdefault(column.name.upper(), column.name)
+        resolved = [n if any(c.name == n for c in columns) else by_key.get(n.upper(), n) for n in names]
+        return clustering.check_columns(resolved, columns)
 
     def create_table(self, tree: exp.Create, parsed: Parsed):
         schema = tree.this
@@ -197,6 +219,7 @@ class Ddl:
             raise SqlError("OR REPLACE and IF NOT EXISTS cannot be used together")
         columns = self.columns(schema)
         evolution, interactive = self.evolution(tree.args.get("properties"))
+        cluster_by = self.cluster_by(tree.args.get("properties"), columns)
         transformation = None
         if interactive:
             select = tree.expression
@@ -219,7 +242,8 @@ class Ddl:
         if exists:
             self.drop(ref)
         # Snowflake's rule: tables created by hand have schema evolution off unless asked.
-        tables.create_table(self.spark, ref, columns, evolution=bool(evolution) and not interactive)
+        tables.create_table(self.spark, ref, columns, evolution=bool(evolution) and not interactive,
+                            cluster_by=cluster_by)
         if transformation is not None:
             try:
                 pipes.save(self.warehouse, pipes.Pipe(
@@ -256,6 +280,14 @@ class Ddl:
         actions = tree.args.get("actions") or []
         if actions and all(isinstance(a, exp.ColumnDef) for a in actions):
             return self.add_columns(ref, actions)
+        if len(actions) == 1 and isinstance(actions[0], exp.ClusterProperty):
+            columns = tables.read_schema(self.spark, ref).columns
+            clustering.set_cluster_by(self.spark, ref, self.cluster_by(actions[0], list(columns)))
+            return self.status("Statement executed successfully.")
+        if len(actions) == 1 and isinstance(actions[0], exp.Command) and " ".join(
+                f"{actions[0].this} {actions[0].expression}".upper().split()) == "DROP CLUSTERING KEY":
+            clustering.set_cluster_by(self.spark, ref, ())
+            return self.status("Statement executed successfully.")
         if len(actions) == 1 and isinstance(actions[0], exp.AlterSet):
             props = [p for e in actions[0].expressions
                      for p in (e.expressions if isinstance(e, exp.Properties) else [e])]
@@ -264,8 +296,9 @@ class Ddl:
                 raise SqlError("ALTER TABLE ... SET supports ENABLE_SCHEMA_EVOLUTION = TRUE|FALSE")
             tables.set_evolution(self.spark, ref, evolution)
             return self.status("Statement executed successfully.")
-        raise SqlError("ALTER TABLE supports ADD [COLUMN] [IF NOT EXISTS] name TYPE, ... and "
-                       "SET ENABLE_SCHEMA_EVOLUTION = TRUE|FALSE")
+        raise SqlError("ALTER TABLE supports ADD [COLUMN] [IF NOT EXISTS] name TYPE, ..., "
+                       "SET ENABLE_SCHEMA_EVOLUTION = TRUE|FALSE, CLUSTER BY (col, ...) and "
+                       "DROP CLUSTERING KEY")
 
     def add_columns(self, ref: TableRef, definitions: list[exp.ColumnDef]):
         current = tables.read_schema(self.spark, ref)
@@ -295,12 +328,15 @@ class Ddl:
         rows = []
         for ref in self.warehouse.list_tables():
             schema = tables.read_schema(self.spark, ref)
+            keys = clustering.read_cluster_by(self.spark, ref) if schema else ()
             rows.append((ref.name, ref.database, ref.schema,
                          "INTERACTIVE" if self.interactive(ref) else "TABLE",
                          len(schema.columns) if schema else 0,
-                         "Y" if schema and schema.evolution else "N"))
+                         "Y" if schema and schema.evolution else "N",
+                         f"LINEAR({', '.join(keys)})" if keys else ""))
         return self.spark.createDataFrame(rows, "name string, database_name string, schema_name string, "
-                                                "kind string, columns int, enable_schema_evolution string")
+                                                "kind string, columns int, enable_schema_evolution string, "
+                                                "cluster_by string")
 
     def describe_table(self, tree: exp.Describe):
         ref = self.need(table_name(tree.this))

@@ -33,7 +33,7 @@ from floeline.jvm import TABLE_COMMITS_CLASS
 from floeline.records.content import quote_column
 from floeline.spark import java_cause_is, java_class
 from floeline.sources.base import Committed
-from floeline.warehouse import checkpoints, load_history, rewrite_merge, tables
+from floeline.warehouse import checkpoints, clustering, load_history, rewrite_merge, tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.load_history import FileLoad
 from floeline.warehouse.delta_jvm import scala_map, scala_seq, txn_actions
@@ -104,9 +104,10 @@ def _append(frame, ref: TableRef, metadata: str, positions: tuple[str, Committed
     txn = log.startTransaction()
     options = delta.DeltaOptions(scala_map(spark, {"userMetadata": metadata}),
                                  spark._jsparkSession.sessionState().conf())
-    write = delta.commands.WriteIntoDelta(log, append, options, scala_seq(spark, []), scala_map(spark, {}),
-                                          frame._jdf, none, none, False)
-    data = write.writeAndReturnCommitData(txn, spark._jsparkSession, none, False)
+    with clustering.in_transaction_order(frame, txn) as rows:  # CLUSTER BY: rows in key order
+        write = delta.commands.WriteIntoDelta(log, append, options, scala_seq(spark, []), scala_map(spark, {}),
+                                              rows._jdf, none, none, False)
+        data = write.writeAndReturnCommitData(txn, spark._jsparkSession, none, False)
     actions = data.actions()
     if positions is not None:
         actions = actions.appendedAll(txn_actions(spark, txn_entries(*positions, txn.readVersion() + 1)))
@@ -233,6 +234,7 @@ def _takes_plain_files(metadata: dict, fields: list[tuple[str, str]]) -> bool:
     configuration = metadata.get("configuration") or {}
     return (not metadata.get("partitionColumns")
             and not any(k.startswith(_SETTINGS_A_FILE_WRITE_SKIPS) for k in configuration)
+            and tables.CLUSTER_BY_PROPERTY not in configuration  # its rows go in key order
             and configuration.get("delta.columnMapping.mode", "none") == "none"
             and reads_files_of(plain_fields(json.loads(metadata["schemaString"])), fields))
 
