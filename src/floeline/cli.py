@@ -369,20 +369,30 @@ def _cmd_setup(args) -> int:
     spark = _start_spark_resolving_packages(get_spark)
     spark.range(1).count()
     print("spark packages: resolved and cached")
+    _build_optional_jars()
+    return 0
+
+
+def _build_optional_jars() -> None:
+    """floeline's Kafka reader and table commits, compiled once Spark's packages are
+    resolved."""
     from floeline import jvm
     from floeline.spark import kafka_clients_jar
 
+    # Without a JDK both are skipped with the fix; a JDK that fails to compile them is
+    # an error (jvm.SetupError naming javac's words), not a silently slower connector.
     try:
         print(f"floeline's Kafka reader: {jvm.kafka_reader_jar(kafka_clients_jar())}")
-    except FloelineError as exc:  # optional (floeline.kafka.reader=grouped); Spark's source reads
-        print(f"floeline's Kafka reader: not built ({exc}); connectors read Kafka with Spark's source")
+    except jvm.NoJdk as exc:  # optional (floeline.kafka.reader=grouped); Spark's source reads
+        print(f"floeline's Kafka reader: not built ({exc}); connectors read Kafka with Spark's "
+              f"source; to build it: {jvm.JDK_FIX}")
     from floeline.spark import resolved_package_jars
 
     try:
         print(f"floeline's table commits: {jvm.table_commits_jar(resolved_package_jars())}")
-    except FloelineError as exc:  # optional: a batch's tables are then written one by one
-        print(f"floeline's table commits: not built ({exc}); a batch's tables are written one by one")
-    return 0
+    except jvm.NoJdk as exc:  # optional: a batch's tables are then written one by one
+        print(f"floeline's table commits: not built ({exc}); a batch's tables are written one "
+              f"by one; to build them: {jvm.JDK_FIX}")
 
 
 def _postgres_binaries() -> str:

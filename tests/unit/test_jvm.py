@@ -112,3 +112,33 @@ def test_only_the_newest_sessions_are_held(monkeypatch):
     assert len(jvm._REGISTERED) == jvm._SESSIONS_KEPT
     assert "f" in jvm._registered_in(sessions[-1])
     assert "f" not in jvm._registered_in(sessions[0])  # let go: asked again
+
+
+@pytest.fixture
+def resolved_packages(monkeypatch):
+    """Spark's packages as set-up finds them once resolved (the paths only: nothing is
+    compiled against them in these tests)."""
+    monkeypatch.setattr(spark, "kafka_clients_jar", lambda: "/jars/org.apache.kafka_kafka-clients-4.1.0.jar")
+    monkeypatch.setattr(spark, "resolved_package_jars", lambda: [
+        "/jars/io.delta_delta-spark_2.13-4.4.0.jar", "/jars/io.delta_delta-storage-4.4.0.jar"])
+
+
+def test_setup_without_a_jdk_says_what_is_not_built_and_how_to_build_it(no_jdk, resolved_packages, capsys):
+    from floeline.cli import _build_optional_jars
+
+    _build_optional_jars()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("floeline's Kafka reader: not built (")
+    assert lines[1].startswith("floeline's table commits: not built (")
+    assert all("`javac` is not on PATH" in line and jvm.JDK_FIX in line for line in lines)
+
+
+def test_setup_with_a_jdk_that_cannot_compile_stops_naming_it(tmp_path, monkeypatch, resolved_packages):
+    """`floeline setup` used to print "not built" for any error and go on: a broken JDK
+    then left every connector on the slower paths."""
+    from floeline.cli import _build_optional_jars
+
+    monkeypatch.setenv("FLOELINE_CACHE", str(tmp_path))
+    monkeypatch.setattr(jvm, "_sources", lambda names: BROKEN)
+    with pytest.raises(SetupError, match="could not compile floeline's Java \\(Broken.java\\)"):
+        _build_optional_jars()

@@ -430,7 +430,7 @@ TRANSIENT_JAVA_ERRORS = ("org.apache.kafka.common.errors.RetriableException",
                          "java.util.concurrent.TimeoutException")
 
 
-# floeline's Kafka reader (resources/GroupedKafka.java): reading on would skip records (a
+# floeline's Kafka reader (resources/java/GroupedKafka.java): reading on would skip records (a
 # partition's end before the batch's start, a partition gone, records deleted by retention).
 DATA_LOSS_JAVA_ERRORS = ("floeline.kafka.GroupedKafka$DataLoss",)
 # Spark's Kafka source with failOnDataLoss=true (its KAFKA_DATA_LOSS conditions), and what

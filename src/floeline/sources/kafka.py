@@ -297,7 +297,7 @@ class KafkaSource:
 def reader_format(reader: str, given: bool, session_jars: str) -> str:
     """The data source of floeline.kafka.reader (`reader`; `given`: set in the config):
     Spark's Kafka source (`spark`: a consumer per topic partition) or floeline's
-    (`grouped`: a consumer per task, resources/GroupedKafka.java; the same columns and
+    (`grouped`: a consumer per task, resources/java/GroupedKafka.java; the same columns and
     offsets). floeline's needs its jar in the session (`session_jars`: spark.jars), which
     set-up compiles once Spark's packages are resolved: without it the default falls back
     to Spark's source, and an explicit `grouped` is an error saying how to get it."""
