@@ -2,10 +2,11 @@
 
 Delta UniForm writes a table's Iceberg metadata only when Delta's Iceberg converter
 (the io.delta:delta-iceberg jar) is on Spark's classpath; without it Delta accepts the
-table's UniForm properties and writes no Iceberg metadata, in silence. No delta-iceberg
-is published for the Delta (4.4) and Spark (4.2) floeline runs on, so a connector asked
-for Iceberg tables stops at start, naming the setting and the fix, rather than write
-tables no Iceberg reader can open."""
+table's UniForm properties and writes no Iceberg metadata, in silence. delta-iceberg is
+built for Spark 4.0 only (delta-io/delta#6056), not the Spark 4.2 and Delta 4.4 floeline
+runs on, and the registries here serve none; so a connector asked for Iceberg tables
+stops at start, naming the setting and the fix, rather than write tables no Iceberg
+reader can open."""
 
 from __future__ import annotations
 
@@ -37,6 +38,6 @@ def require_iceberg_converter(spark, connector: str) -> None:
         f"[{connector}] {SETTINGS}: Iceberg tables need Delta's Iceberg converter "
         f"(the io.delta:delta-iceberg jar, class {CONVERTER_CLASS}), which this Spark does not have: "
         "without it Delta writes no Iceberg metadata and no Iceberg reader can open the tables. "
-        "No delta-iceberg is published for the Delta and Spark floeline runs on; remove the setting "
+        "delta-iceberg is built for Spark 4.0 only, not this Spark; remove the setting "
         "(floeline.variant.storage=json gives tables DuckDB, delta-rs and polars read), "
         "or add a delta-iceberg matching Spark's Delta to spark.jars")
