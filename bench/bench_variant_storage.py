@@ -1,11 +1,16 @@
-"""Write cost of floeline.variant.storage: the same records written by the connector
-with semi-structured columns as Delta VARIANT and as JSON text, in one run and one
-Spark session (alternating rounds after a warm-up of each; best round each).
+"""Write cost of a table's forms, i.e. of the default storage choice (docs/sql.md, other
+engines): the same records written by the connector with semi-structured columns as
+Delta VARIANT (the default), as JSON text (floeline.variant.storage=json, the form every
+engine reads) and with a structured RECORD_METADATA
+(snowflake.feature.structured.record.metadata.enabled=true), in one run and one Spark
+session (alternating rounds after a warm-up of each; best round each). `--forms` picks
+some of them (variant, the baseline, always). Iceberg tables are not a form here: they
+are refused where Delta has no Iceberg converter (warehouse/uniform.py).
 
 The source is the memory source (tests' broker-less source; its Python reader costs
-both forms the same), so the figures compare the two forms, not Kafka throughput.
+every form the same), so the figures compare the forms, not Kafka throughput.
 Each record has RECORD_METADATA, a nested object (a VARIANT column) and three scalars.
-Last line: `variant_rows_per_s=N json_rows_per_s=N json_vs_variant=R`."""
+Last line: `variant_rows_per_s=N json_rows_per_s=N ... json_vs_variant=R ...`."""
 
 from __future__ import annotations
 
@@ -37,10 +42,17 @@ def fill(log: MemoryLog, records: int, channels: int) -> None:
         log.append(f"orders/{c}", "orders", [record(c * per + i) for i in range(per)])
 
 
-def run(spark, log: MemoryLog, storage: str, records: int, work: str, name: str) -> float:
+FORMS = {
+    "variant": {},
+    "json": {"floeline.variant.storage": "json"},
+    "structured": {"snowflake.feature.structured.record.metadata.enabled": "true"},
+}
+
+
+def run(spark, log: MemoryLog, form: str, records: int, work: str, name: str) -> float:
     config = config_from_dict({
         "name": name, "topics": "orders", "floeline.warehouse": os.path.join(work, name),
-        "floeline.variant.storage": storage, "buffer.count.records": str(records),
+        **FORMS[form], "buffer.count.records": str(records),
         "buffer.flush.time": "1"})
     started = time.time()
     Connector(config, spark, source=MemorySource(config, log)).run(until_caught_up=True)
@@ -56,7 +68,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--channels", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--forms", default=",".join(FORMS), help=f"some of {', '.join(FORMS)}")
     args = parser.parse_args()
+    forms = [f for f in args.forms.split(",") if f]
+    unknown = sorted(set(forms) - set(FORMS))
+    if unknown or "variant" not in forms:
+        parser.error(f"--forms: {', '.join(unknown) or 'variant (the baseline) is missing'}")
     spark = get_spark()
     with tempfile.TemporaryDirectory(prefix="floeline-bench-variant-") as work:
         log = MemoryLog(os.path.join(work, "log"))
@@ -64,17 +81,17 @@ def main() -> None:
         records = args.records // args.channels * args.channels
         small = MemoryLog(os.path.join(work, "warmup-log"))
         fill(small, 2000, args.channels)
-        for storage in ("variant", "json"):
-            run(spark, small, storage, 2000, work, f"warmup_{storage}")
-        best = {"variant": 0.0, "json": 0.0}
+        for form in forms:
+            run(spark, small, form, 2000, work, f"warmup_{form}")
+        best = dict.fromkeys(forms, 0.0)
         for i in range(args.rounds):
-            for storage in ("variant", "json"):
-                rate = run(spark, log, storage, records, work, f"{storage}_{i}")
-                print(f"round {i + 1}: {storage}: {rate:,.0f} rows/s", flush=True)
-                best[storage] = max(best[storage], rate)
+            for form in forms:
+                rate = run(spark, log, form, records, work, f"{form}_{i}")
+                print(f"round {i + 1}: {form}: {rate:,.0f} rows/s", flush=True)
+                best[form] = max(best[form], rate)
     print(f"records={records} channels={args.channels} (best of {args.rounds} rounds)")
-    print(f"variant_rows_per_s={best['variant']:.0f} json_rows_per_s={best['json']:.0f} "
-          f"json_vs_variant={best['json'] / best['variant']:.2f}")
+    print(" ".join([f"{form}_rows_per_s={best[form]:.0f}" for form in forms]
+                   + [f"{form}_vs_variant={best[form] / best['variant']:.2f}" for form in forms if form != "variant"]))
 
 
 if __name__ == "__main__":
