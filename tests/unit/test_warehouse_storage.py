@@ -217,7 +217,8 @@ def test_an_earlier_run_of_the_same_connector_elsewhere_is_waited_for(wh):
     assert record(wh, ref)["host"] == socket.gethostname()
 
     other = wh.table("DB", "S", "U")
-    write_record(wh, other, connector="conn_a", host="node-7", heartbeat_ms=now, timeout_ms=1500)
+    # Renewed now, not at `now`: its 1.5 s must not be spent by the wait above.
+    write_record(wh, other, connector="conn_a", host="node-7", heartbeat_ms=owners._now_ms(), timeout_ms=1500)
     mover = TableOwners(wh, "conn_a", poll_s=0.2)
     location = owners.record_location(wh, other)
 

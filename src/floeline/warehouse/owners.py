@@ -8,8 +8,8 @@ concurrent writers safe, so local warehouses need no owner: see `needed`.)
 
 The record is `<warehouse>/<DB>/<SCHEMA>/_owners/<TABLE>.json`: the connector's name,
 host, pid, a token of this run, when it started, its last heartbeat and its timeout. It
-changes only by compare-and-swap (storage.py's put_if: S3 conditional writes on the
-ETag, a local flock), so two connectors racing for a table cannot both win. The rule:
+is a lease (leases.py: changed only by compare-and-swap, so two connectors racing for a
+table cannot both win; the worker's lease is the same implementation). The rule:
 
 - A table without a record, or whose record's heartbeat is older than its timeout
   (floeline.warehouse.owner.timeout.ms, default 60 s), is taken.
@@ -31,7 +31,6 @@ Clocks of the machines writing a warehouse must agree to within a few seconds.""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -41,8 +40,9 @@ import uuid
 from dataclasses import dataclass
 
 from floeline.errors import ConfigError, FloelineError, Terminal
-from floeline.processes import gone_here
 from floeline.warehouse.catalog import TableRef, Warehouse
+from floeline.warehouse.leases import HeldRecord, Lease
+from floeline.warehouse.leases import now_ms as _now_ms
 
 log = logging.getLogger("floeline")
 
@@ -59,7 +59,9 @@ class OwnershipLost(FloelineError, Terminal):
 
 
 @dataclass(frozen=True)
-class Owner:
+class Owner(HeldRecord):
+    JSON_INDENT = 1
+
     connector: str
     host: str
     pid: int
@@ -68,23 +70,9 @@ class Owner:
     heartbeat_ms: int
     timeout_ms: int
 
-    def to_json(self) -> str:
-        return json.dumps(self.__dict__, indent=1)
-
-    @staticmethod
-    def from_json(text: str) -> "Owner":
-        return Owner(**json.loads(text))
-
     def describe(self, now_ms: int) -> str:
         return (f"connector {self.connector!r} (host {self.host}, pid {self.pid}, "
-                f"last heartbeat {max(0, now_ms - self.heartbeat_ms) / 1000:.1f} s ago)")
-
-    def stale(self, now_ms: int) -> bool:
-        return now_ms - self.heartbeat_ms > self.timeout_ms
-
-    def dead_here(self) -> bool:
-        """True when the owner ran on this machine and its process is gone."""
-        return gone_here(self.host, self.pid)
+                f"last heartbeat {self.age_s(now_ms):.1f} s ago)")
 
 
 def needed(warehouse: Warehouse) -> bool:
@@ -98,43 +86,27 @@ def record_location(warehouse: Warehouse, ref: TableRef) -> str:
     return warehouse.schema_path(ref.database, ref.schema, OWNERS_DIR, quote(ref.name, safe="") + ".json")
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class TableOwners:
+class TableOwners(Lease):
     """The owner records one connector run holds, renewed from a thread."""
+
+    record_type = Owner
 
     def __init__(self, warehouse: Warehouse, connector: str, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  poll_s: float = 1.0, standby: bool = False):
-        self.warehouse, self.connector, self.timeout_ms = warehouse, connector, timeout_ms
+        super().__init__(warehouse.storage, uuid.uuid4().hex, timeout_ms)
+        self.warehouse, self.connector = warehouse, connector
         self.standby = standby
-        self.token = uuid.uuid4().hex
-        self.started_ms = _now_ms()
         self.poll_s = poll_s
         self.held: dict[str, tuple[TableRef, object, int]] = {}  # name -> (ref, version, renewed ms)
         self.lost: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def _record(self) -> Owner:
         return Owner(self.connector, socket.gethostname(), os.getpid(), self.token,
                      self.started_ms, _now_ms(), self.timeout_ms)
 
-    def _read(self, location: str) -> tuple[Owner | None, object | None]:
-        storage = self.warehouse.storage
-        for _attempt in range(5):
-            version = storage.version(location)
-            if version is None:
-                return None, None
-            text = storage.read_text(location)
-            if text is not None and storage.version(location) == version:
-                try:
-                    return Owner.from_json(text), version
-                except (ValueError, TypeError):
-                    return None, version  # unreadable: taken over like a stale record
-        raise OwnershipLost(f"the owner record {location} keeps changing; try again")
+    def _changing(self, location: str) -> Exception:
+        return OwnershipLost(f"the owner record {location} keeps changing; try again")
 
     def acquire(self, ref: TableRef) -> None:
         """Own `ref` or raise TableOwned naming its owner (see the module's rule)."""
@@ -147,8 +119,7 @@ class TableOwners:
         while True:
             current, version = self._read(location)
             now = _now_ms()
-            if current is not None and current.token != self.token and not (
-                    current.stale(now) or current.dead_here()):
+            if current is not None and current.token != self.token and not current.free(now):
                 if current.connector != self.connector:
                     raise self._refusal(ref, current, now)
                 # The same connector's record: a previous run (maybe dead) or a live copy.
@@ -168,12 +139,12 @@ class TableOwners:
                 continue
             if current is not None and current.token != self.token:
                 log.warning("table %s: taking over from %s (%s)", ref.full_name, current.describe(now),
-                            "its process is gone" if current.dead_here() else "stale")
-            new_version = self.warehouse.storage.put_if(location, self._record().to_json(), version)
+                            "its process is gone" if current.gone() else "stale")
+            new_version = self._swap(location, version)
             if new_version is not None:
                 with self._lock:
                     self.held[ref.full_name] = (ref, new_version, _now_ms())
-                self._start_heartbeat()
+                self._start_heartbeat(f"floeline-owner-{self.connector}")
                 return
             # Someone wrote the record between our read and our write: read it again.
 
@@ -210,42 +181,29 @@ class TableOwners:
                 continue
             location = record_location(self.warehouse, ref)
             try:
-                new_version = self.warehouse.storage.put_if(location, self._record().to_json(), version)
+                new_version = self._swap(location, version)
             except Exception as exc:  # noqa: BLE001 - retried at the next beat; check() bounds it
                 log.warning("could not renew the owner record of table %s: %s", name, exc)
                 continue
             with self._lock:
                 if new_version is None:
-                    current, _v = self._read(location)
-                    who = current.describe(_now_ms()) if current else "nobody (the record was deleted)"
+                    who = self._holder_now(location, "nobody (the record was deleted)")
                     self.lost[name] = f"its owner record was taken over by {who}"
                 else:
                     self.held[name] = (ref, new_version, _now_ms())
 
-    def _start_heartbeat(self) -> None:
-        if self._thread is not None:
-            return
-
-        def beat():
-            while not self._stop.wait(self.timeout_ms / 4000):
-                self.renew()
-
-        self._thread = threading.Thread(target=beat, name=f"floeline-owner-{self.connector}", daemon=True)
-        self._thread.start()
+    def _beat(self) -> bool:
+        self.renew()
+        return True
 
     def release(self) -> None:
         """Stop renewing and delete the records still ours (a clean stop)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self._stop, self._thread = threading.Event(), None
+        self._stop_heartbeat()
         with self._lock:
             items, self.held = list(self.held.items()), {}
         for name, (ref, version, _renewed) in items:
             if name in self.lost:
                 continue
-            try:
-                self.warehouse.storage.delete_if(record_location(self.warehouse, ref), version)
-            except Exception as exc:  # noqa: BLE001 - it goes stale by itself
-                log.warning("could not release table %s (its record goes stale after %.0f s): %s",
-                            name, self.timeout_ms / 1000, exc)
+            self._delete(record_location(self.warehouse, ref), version,
+                         f"could not release table {name} (its record goes stale after "
+                         f"{self.timeout_ms / 1000:.0f} s)")

@@ -13,9 +13,10 @@ Configs are kept as the user sent them (secrets too: the warehouse is the worker
 config store, as Connect's config topic is; the REST API masks them on the way out).
 
 The lease keeps one worker per warehouse: two workers would both run every stored
-connector. A worker takes it by compare-and-swap (storage.put_if) and renews it every
-timeout/4; it records the worker's REST URL, so a standby (standby.py) and `floeline
-status` can say where the active worker is. Another worker cannot take it while the
+connector. It is a lease as a table's owner record is (warehouse/leases.py, one
+implementation): a worker takes it by compare-and-swap and renews it every timeout/4;
+it records the worker's REST URL, so a standby (standby.py) and `floeline status` can
+say where the active worker is. Another worker cannot take it while the
 holder lives; it can once the holder's process is gone (same host: the pid no longer
 runs, or runs another program since it started later than the lease says) or the
 holder has not renewed within its timeout."""
@@ -34,7 +35,9 @@ from urllib.parse import quote, unquote
 
 from floeline.config import locations
 from floeline.errors import ConfigError, FloelineError
-from floeline.processes import gone_here, process_start_ticks
+from floeline.processes import process_start_ticks
+from floeline.warehouse.leases import HeldRecord, Lease
+from floeline.warehouse.leases import now_ms as _now_ms
 from floeline.warehouse.storage import Storage
 
 log = logging.getLogger("floeline")
@@ -110,7 +113,7 @@ class WorkerRunning(ConfigError):
 
 
 @dataclass(frozen=True)
-class LeaseRecord:
+class LeaseRecord(HeldRecord):
     host: str
     pid: int
     token: str
@@ -122,50 +125,29 @@ class LeaseRecord:
 
     def describe(self, now_ms: int) -> str:
         return (f"host {self.host}, pid {self.pid}" + (f", REST {self.listener}" if self.listener else "")
-                + f", last renewed {max(0, now_ms - self.heartbeat_ms) / 1000:.1f} s ago")
-
-    def stale(self, now_ms: int) -> bool:
-        return now_ms - self.heartbeat_ms > self.timeout_ms
-
-    def gone(self) -> bool:
-        """True when the holder ran on this machine and that process no longer runs."""
-        return gone_here(self.host, self.pid, self.process_start)
+                + f", last renewed {self.age_s(now_ms):.1f} s ago")
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class WorkerLease:
+class WorkerLease(Lease):
     """This worker's hold on a warehouse (see the module doc)."""
 
+    record_type = LeaseRecord
+
     def __init__(self, storage: Storage, warehouse: str, timeout_ms: int = 30000, listener: str | None = None):
-        self.storage = storage
+        super().__init__(storage, uuid.uuid4().hex, timeout_ms)
         self.location = locations.join(warehouse, *STORE_DIR, "lease.json")
-        self.timeout_ms = timeout_ms
         self.listener = listener
-        self.token = uuid.uuid4().hex
-        self.started_ms = _now_ms()
         self.version: object | None = None
         self.lost: str | None = None  # why, once another worker took the lease
         self.taken_from: str | None = None  # whose lease try_acquire took over, and why
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._renewing = threading.Lock()  # one compare-and-swap at a time (beat and advertise)
 
     def _record(self) -> LeaseRecord:
         return LeaseRecord(socket.gethostname(), os.getpid(), self.token, self.started_ms, _now_ms(),
                            self.timeout_ms, process_start_ticks(os.getpid()), self.listener)
 
-    def _read(self) -> tuple[LeaseRecord | None, object | None]:
-        version = self.storage.version(self.location)
-        if version is None:
-            return None, None
-        text = self.storage.read_text(self.location)
-        try:
-            return LeaseRecord(**json.loads(text or "")), version
-        except (ValueError, TypeError):
-            return None, version  # unreadable: taken over
+    def _changing(self, location: str) -> Exception:
+        return WorkerRunning(f"the worker lease {location} keeps changing; is another worker starting?")
 
     def acquire(self) -> None:
         """Take the lease, or raise WorkerRunning naming the live holder."""
@@ -182,26 +164,26 @@ class WorkerLease:
         """Take the lease (None), unless a live worker holds it: then its record. A dead
         or silent holder's lease is taken; `taken_from` then says whose and why."""
         for _attempt in range(10):
-            current, version = self._read()
+            current, version = self._read(self.location)
             now = _now_ms()
             self.taken_from = None
             if current is not None and current.token != self.token:
-                if not (current.stale(now) or current.gone()):
+                if not current.free(now):
                     return current
                 self.taken_from = f"{current.describe(now)}: " + (
                     "its process is gone" if current.gone() else
                     f"not renewed within floeline.worker.lease.timeout.ms={current.timeout_ms}")
                 log.warning("taking over the worker lease of %s", self.taken_from)
-            new_version = self.storage.put_if(self.location, json.dumps(asdict(self._record())), version)
+            new_version = self._swap(self.location, version)
             if new_version is not None:
                 self.version = new_version
-                self._start_renewing()
+                self._start_heartbeat("floeline-worker-lease")
                 return None
         raise WorkerRunning(f"the worker lease {self.location} keeps changing; is another worker starting?")
 
     def holder(self) -> LeaseRecord | None:
         """The lease's record as it is now (None: nobody holds it)."""
-        return self._read()[0]
+        return self._read(self.location)[0]
 
     def advertise(self, listener: str) -> None:
         """Record this worker's REST URL in the lease now (a standby and `floeline
@@ -218,36 +200,25 @@ class WorkerLease:
     def _renew(self) -> bool:
         if self.lost:
             return False
-        new_version = self.storage.put_if(self.location, json.dumps(asdict(self._record())), self.version)
+        new_version = self._swap(self.location, self.version)
         if new_version is None:
-            current, _version = self._read()
-            who = current.describe(_now_ms()) if current else "nobody (the lease was deleted)"
+            who = self._holder_now(self.location, "nobody (the lease was deleted)")
             self.lost = f"the worker lease {self.location} was taken over by {who}"
             log.error("%s: this worker no longer owns the warehouse's connectors", self.lost)
             return False
         self.version = new_version
         return True
 
-    def _start_renewing(self) -> None:
-        def beat():
-            while not self._stop.wait(self.timeout_ms / 4000):
-                try:
-                    if not self.renew():
-                        return
-                except Exception as exc:  # noqa: BLE001 - retried at the next beat
-                    log.warning("could not renew the worker lease %s: %s", self.location, exc)
-
-        self._thread = threading.Thread(target=beat, name="floeline-worker-lease", daemon=True)
-        self._thread.start()
+    def _beat(self) -> bool:
+        try:
+            return self.renew()
+        except Exception as exc:  # noqa: BLE001 - retried at the next beat
+            log.warning("could not renew the worker lease %s: %s", self.location, exc)
+            return True
 
     def release(self) -> None:
         """Stop renewing and delete the lease (a clean stop: the next worker starts at once)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._stop_heartbeat()
         if self.version is not None and not self.lost:
-            try:
-                self.storage.delete_if(self.location, self.version)
-            except Exception as exc:  # noqa: BLE001 - it goes stale by itself
-                log.warning("could not release the worker lease %s: %s", self.location, exc)
+            self._delete(self.location, self.version, f"could not release the worker lease {self.location}")
         self.version = None
