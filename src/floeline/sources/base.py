@@ -173,19 +173,10 @@ class MirrorError(Exception):
     the truth)."""
 
 
-class InProcessSource:
-    """What a source owes nothing to anyone for: no lease to claim or hold, no mirror
-    of positions, no heads, no route epochs or changes (the memory source, channels)."""
-
-    def claim(self) -> None:
-        pass
-
-    def first_records_sql(self, start: BatchEnd, count: int) -> str | None:
-        """None: every record is the sample (positions may start anywhere)."""
-        return None
-
-    def before_commit(self) -> None:
-        pass
+class FixedRoutes:
+    """A source whose routes cannot change under it unseen (no topic deleted and created
+    again): no route epochs, no named routes to check, nothing changed, nothing to check
+    before a batch (Kinesis, the memory source, channels)."""
 
     def epochs_of(self, channels) -> dict[str, str]:
         return {}
@@ -197,6 +188,21 @@ class InProcessSource:
         return None
 
     def before_batch(self) -> None:
+        pass
+
+
+class InProcessSource(FixedRoutes):
+    """What a source owes nothing to anyone for: no lease to claim or hold, no mirror
+    of positions, no heads, no route epochs or changes (the memory source, channels)."""
+
+    def claim(self) -> None:
+        pass
+
+    def first_records_sql(self, start: BatchEnd, count: int) -> str | None:
+        """None: every record is the sample (positions may start anywhere)."""
+        return None
+
+    def before_commit(self) -> None:
         pass
 
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:

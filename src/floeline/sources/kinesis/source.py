@@ -30,7 +30,7 @@ import time
 from floeline.errors import ConfigError, RetriesExhausted, ServiceUnavailable
 from floeline.records.metadata import kinesis_metadata_sql
 from floeline.sources import aws as aws_calls
-from floeline.sources.base import BatchEnd, Channel, Committed, Head, Lag, MirrorError
+from floeline.sources.base import BatchEnd, Channel, Committed, FixedRoutes, Head, Lag, MirrorError
 from floeline.sources.kinesis.leases import LeaseTable, ShardLease, default_worker_id
 from floeline.sources.kinesis.offsets import channel_id, decode_offset, split_channel
 from floeline.sources.kinesis.reader import KinesisDataSource
@@ -54,7 +54,7 @@ def table_name_for_stream(stream: str) -> str:
     return stream.upper()
 
 
-class KinesisSource:
+class KinesisSource(FixedRoutes):
     kind = "kinesis"
     has_headers = False
     has_standby = True
@@ -223,18 +223,6 @@ class KinesisSource:
         """Stop before committing when a lease was lost (another connector took over)."""
         if self._leased:
             self.leases.check()
-
-    def epochs_of(self, channels) -> dict[str, str]:
-        return {}
-
-    def named_routes(self) -> list[str]:
-        return []
-
-    def changed(self, committed: Committed):
-        return None
-
-    def before_batch(self) -> None:
-        pass
 
     def after_commit(self, positions: dict[str, str], finished: set[str]) -> None:
         """Advance the lease table's checkpoints (KCL tooling sees progress)."""
