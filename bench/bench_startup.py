@@ -5,13 +5,16 @@ wait split into its parts by the connector's own first-commit line (floeline/sta
 before Spark, Spark start (and whether Ivy resolved the jars), connector set-up, source
 planning, first batch (and table creation inside it).
 
-Same run baseline: `python -c "import pyspark; SparkSession...getOrCreate()"` with
+Same run baselines: `python -c "import pyspark; SparkSession...getOrCreate()"` with
 floeline's Spark settings, i.e. a bare Spark start with the same jars; it shows how much
-of the wait is Spark's own start on this machine.
+of the wait is Spark's own start on this machine. And each of the two again with
+FLOELINE_CLASS_ARCHIVE=off (class_archive.py: the JVM without set-up's class archive),
+alternating, so the archive's saving is a ratio of the same run.
 
     .venv/bin/python bench/bench_startup.py [--runs 3]
 
-Last line: first_row_s=N spark_only_s=N parts: <the median run's first-commit line>.
+Last line: first_row_s=N spark_only_s=N first_row_no_archive_s=N spark_only_no_archive_s=N
+archive_ratio=R (first_row_s / first_row_no_archive_s) parts: <the median run's first-commit line>.
 Goal: first_row_s <= 10 on a quiet machine."""
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ print(f"spark ready", flush=True)
 """
 
 
-def one_run(bootstrap: str, work: str, i: int) -> tuple[float, str]:
+def _env(archive: bool) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..", "src"),
+            **({} if archive else {"FLOELINE_CLASS_ARCHIVE": "off"})}
+
+
+def one_run(bootstrap: str, work: str, i: int, archive: bool = True) -> tuple[float, str]:
     topic = f"startup_{int(time.time())}_{i}"
     devkafka.create_topic(bootstrap, topic, partitions=2)
     produce(bootstrap, topic, [{"value": {"order_id": n, "customer": "x", "total": 1.5}} for n in range(5)])
@@ -48,7 +56,7 @@ def one_run(bootstrap: str, work: str, i: int) -> tuple[float, str]:
         f.write(f"name=startup{i}\ntopics={topic}\nbootstrap.servers={bootstrap}\n"
                 f"floeline.warehouse={os.path.join(work, 'warehouse')}\nbuffer.flush.time=1\n")
     done = subprocess.run([sys.executable, "-m", "floeline.cli", "run", config, "--until-caught-up"],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, env=_env(archive))
     found = _FIRST.search(done.stdout)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"floeline run failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -56,10 +64,10 @@ def one_run(bootstrap: str, work: str, i: int) -> tuple[float, str]:
     return float(found.group(1)), found.group(2)
 
 
-def spark_only() -> float:
+def spark_only(archive: bool = True) -> float:
     started = time.time()
     subprocess.run([sys.executable, "-c", _SPARK_ONLY], check=True, capture_output=True, timeout=900,
-                   env={**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..", "src")})
+                   env=_env(archive))
     return time.time() - started
 
 
@@ -70,15 +78,20 @@ def main() -> int:
     bootstrap = devkafka.start()
     work = tempfile.mkdtemp(prefix="floeline-startup-")
     one_run(bootstrap, work, -1)  # warm-up: the page cache, Ivy's record of the jars
-    firsts, bares = [], []
-    for i in range(args.runs):  # alternating with the baseline
+    firsts, bares, plain_firsts, plain_bares = [], [], [], []
+    for i in range(args.runs):  # alternating with the baselines
         firsts.append(one_run(bootstrap, work, i))
         bares.append(spark_only())
-        print(f"spark only: {bares[-1]:.1f} s", flush=True)
+        plain_firsts.append(one_run(bootstrap, work, 100 + i, archive=False)[0])
+        plain_bares.append(spark_only(archive=False))
+        print(f"spark only: {bares[-1]:.1f} s; without the class archive: floeline {plain_firsts[-1]:.1f} s, "
+              f"spark only {plain_bares[-1]:.1f} s", flush=True)
     median = sorted(firsts)[len(firsts) // 2]
+    plain = statistics.median(plain_firsts)
     load = os.getloadavg()[0]
-    print(f"first_row_s={median[0]:.1f} spark_only_s={statistics.median(bares):.1f} load={load:.1f} "
-          f"parts: {median[1]}")
+    print(f"first_row_s={median[0]:.1f} spark_only_s={statistics.median(bares):.1f} "
+          f"first_row_no_archive_s={plain:.1f} spark_only_no_archive_s={statistics.median(plain_bares):.1f} "
+          f"archive_ratio={median[0] / plain:.2f} load={load:.1f} parts: {median[1]}")
     return 0
 
 

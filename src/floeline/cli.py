@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 import traceback
 
 from floeline import command_help, waits
-from floeline.errors import FloelineError
+from floeline.errors import FloelineError, first_lines
 from floeline.secrets import scrub
 from floeline.signals import stop_signals
 
@@ -370,7 +371,23 @@ def _cmd_setup(args) -> int:
     spark.range(1).count()
     print("spark packages: resolved and cached")
     _build_optional_jars()
+    _record_class_archive()
     return 0
+
+
+def _record_class_archive() -> None:
+    """Spark's class archive (class_archive.py), made once the jars on the driver's
+    class path are built: later JVM starts take seconds less. Optional: without it a
+    start is only slower."""
+    from floeline.spark import record_class_archive
+
+    try:
+        made = record_class_archive()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"Spark's class archive: not made ({first_lines(str(exc), 2)}); Spark starts without it, "
+              f"a few seconds slower")
+        return
+    print(f"Spark's class archive: {made or 'not made (no java found)'}")
 
 
 def _build_optional_jars() -> None:

@@ -34,7 +34,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from floeline import jvm, startup
+from floeline import class_archive, jvm, startup
 from floeline.cache import cache_dir, install_once, installed_stamp
 from floeline.errors import SetupError, SetupMissing
 from floeline.secrets import SECRET_KEY_REGEX
@@ -437,7 +437,7 @@ def _local_session(master: str, heap: str):
         # interpreter, which has floeline; `python3` from PATH may not.
         os.environ["PYSPARK_PYTHON"] = sys.executable
 
-    settings = spark_conf(master, heap)
+    settings = class_archive.with_archive(spark_conf(master, heap))
     startup.note("jars", "resolved by Ivy" if "spark.jars.packages" in settings else "listed, Ivy skipped")
     builder = SparkSession.builder
     for key, value in settings.items():
@@ -466,6 +466,29 @@ def _submitted_session():
         log.warning("spark-submit was not given floeline's JVM jar (floeline submit adds it "
                     "with --jars): every micro-batch takes the general path (slower)")
     return builder.getOrCreate()
+
+
+def record_class_archive() -> Path | None:
+    """Spark's class archive for this machine's local sessions (class_archive.py), made
+    if it is not there: by set-up, and by `make test` before the suite."""
+    return class_archive.record(spark_conf(), "from floeline.spark import _class_archive_run; _class_archive_run()")
+
+
+def _class_archive_run() -> None:
+    """The archive's recording child: the classes of a session's usual first steps (a
+    query, a Delta write and read, VARIANT), then an orderly JVM exit, when the JVM
+    writes the archive (a halt, as ParentWatch's when Python dies first, would not)."""
+    spark = get_spark()
+    table = str(Path(os.environ["FLOELINE_CLASS_ARCHIVE_TMP"]) / "table")
+    spark.range(100).selectExpr("id", "CAST(id AS STRING) AS s").write.format("delta").save(table)
+    spark.read.format("delta").load(table).where("id > 5").groupBy("s").count().collect()
+    spark.sql("SELECT parse_json('{\"a\": 1}'):a::int").collect()
+    process = spark.sparkContext._gateway.proc
+    try:
+        spark.sparkContext._jvm.java.lang.System.exit(0)
+    except Exception:  # noqa: BLE001 - the call never answers: the JVM is exiting
+        pass
+    process.wait(300)
 
 
 def java_class(spark, name: str):

@@ -40,6 +40,7 @@ LAYERS = {
     "floeline.streaming": BASE,
     "floeline.secret_references": BASE,
     "floeline.cache": BASE,  # where downloaded jars and builds are kept; install-once
+    "floeline.class_archive": BASE,  # Spark's JVM class archive: named, used, recorded
     "floeline.processes": BASE,
     "floeline.signals": BASE,  # SIGINT/SIGTERM -> stop after the batch, for entry points  # reading a process's command line, pid files, log tails
     # The process-wide clock from launch to first commit: imports nothing of floeline;
