@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from floeline.ingest.channel_batches import BadRows, ndjson_rows
+from floeline.ingest.channel_batches import BadRows, ndjson_batch
 from floeline.sources.base import position_after
 from floeline.sources.channels import BadOffsetToken, parse_offset_token, row_position, token_of
 from floeline.worker import channels
@@ -39,13 +39,13 @@ def test_offset_tokens_are_numbers():
 
 
 def test_ndjson_rows_skip_blank_lines_and_name_the_first_bad_line():
-    assert ndjson_rows(b'{"a": 1}\n\n{"a": 2}\r\n') == [b'{"a": 1}', b'{"a": 2}']
+    assert ndjson_batch(b'{"a": 1}\n\n \r\n{"a": 2}\r\n') == (b'{"a": 1}\n{"a": 2}', 2)
     with pytest.raises(BadRows, match=r"line 2 of the body is not JSON .*same offset token"):
-        ndjson_rows(b'{"a": 1}\n{"a": \n')
+        ndjson_batch(b'{"a": 1}\n{"a": \n')
     with pytest.raises(BadRows, match="line 1 of the body is an array, not a JSON object"):
-        ndjson_rows(b"[1, 2]\n")
+        ndjson_batch(b"[1, 2]\n")
     with pytest.raises(BadRows, match="no rows"):
-        ndjson_rows(b"\n \n")
+        ndjson_batch(b"\n \n")
 
 
 def test_the_paths_are_snowflakes():

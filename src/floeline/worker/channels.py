@@ -186,7 +186,7 @@ class ChannelService:
 
     def append(self, db: str, schema: str, pipe: str, channel: str, continuation: str | None,
                offset_token: str | None, body: bytes) -> dict:
-        from floeline.ingest.channel_batches import ndjson_rows
+        from floeline.ingest.channel_batches import ndjson_batch
 
         key = self.resolve(db, schema, pipe)
         table = self._table_channels(key, create=False)
@@ -195,8 +195,8 @@ class ChannelService:
         except BadOffsetToken as exc:
             raise _ChannelRefusal(400, "ERR_INVALID_OFFSET_TOKEN", str(exc)) from None
         table.state(channel)  # an unknown channel is told before its body is parsed
-        rows = ndjson_rows(body)
-        state, duplicate = table.append(channel, continuation, token, rows, len(body))
+        rows, count = ndjson_batch(body)
+        state, duplicate = table.append(channel, continuation, token, rows, count, len(body))
         reply = {"next_continuation_token": state.continuation}
         if duplicate:
             reply["duplicate"] = True  # floeline's: the batch was already taken, its rows were dropped
