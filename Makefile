@@ -39,7 +39,7 @@ demo-firehose: setup
 # The class archive's line makes Spark's class archive again when a jar on the driver's
 # class path changed since set-up (a no-op otherwise): every Spark start of the suite takes it.
 test: test-setup
-	$(BIN)/python -c "from floeline.spark import record_class_archive; print(f\"Spark's class archive: {record_class_archive()}\")"
+	$(BIN)/python -c "from floeline.cli import report_class_archive; report_class_archive()"
 	$(BIN)/pytest -q tests
 
 # The opt-in tests on a local Spark standalone cluster (one master, two workers of 1 core):

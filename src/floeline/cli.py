@@ -371,14 +371,14 @@ def _cmd_setup(args) -> int:
     spark.range(1).count()
     print("spark packages: resolved and cached")
     _build_optional_jars()
-    _record_class_archive()
+    report_class_archive()
     return 0
 
 
-def _record_class_archive() -> None:
-    """Spark's class archive (class_archive.py), made once the jars on the driver's
-    class path are built: later JVM starts take seconds less. Optional: without it a
-    start is only slower."""
+def report_class_archive() -> None:
+    """Make Spark's class archive (class_archive.py) if it is not there, and say so: set-up
+    once the jars on the driver's class path are built, `make test` before the suite.
+    Optional: without it a start is only slower, so a failure is one line, not an error."""
     from floeline.spark import record_class_archive
 
     try:
