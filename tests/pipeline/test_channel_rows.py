@@ -77,3 +77,13 @@ def test_the_buffer_holds_buffer_size_bytes_for_each_open_channel(make_config, s
         assert small.state("c").last_token == 1  # the refused append left nothing behind
     finally:
         small.close(flush=False)
+
+
+def test_a_large_buffer_is_cut_into_slices_of_at_most_max_slice_bytes():
+    from floeline.ingest.channel_batches import MAX_SLICE_BYTES, appends_in_slices
+
+    appends = [(f"c{i % 3}", Append(i, b"{}", 1, 16 * 1024 * 1024, 0.0)) for i in range(200)]  # 3.2 GB
+    slices = appends_in_slices(appends, min(3.2e9 / 4, MAX_SLICE_BYTES))
+    assert [a for part in slices for a in part] == appends  # every append once, in order
+    assert max(sum(a.size for _, a in part) for part in slices) <= MAX_SLICE_BYTES + 16 * 1024 * 1024 < 2 ** 31
+    assert len(slices) == 7

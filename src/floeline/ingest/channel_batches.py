@@ -169,21 +169,33 @@ _ROWS_OF_APPENDS = (
 )
 
 
+# A slice's bodies are one Arrow record batch, whose binary column holds at most 2 GB:
+# a buffer of hundreds of channels is cut into more slices rather than overflow it.
+MAX_SLICE_BYTES = 512 * 1024 * 1024
+
+
+def appends_in_slices(appends: list[tuple[str, Append]], slice_bytes: float) -> list[list[tuple[str, Append]]]:
+    """`appends` in order, cut into slices of about `slice_bytes` (a slice ends at the
+    first append that takes it to `slice_bytes` or more)."""
+    slices: list[list[tuple[str, Append]]] = []
+    size = 0
+    for name, append in appends:
+        if not slices or size >= slice_bytes:
+            slices.append([])
+            size = 0
+        slices[-1].append((name, append))
+        size += append.size
+    return slices
+
+
 def rows_of_appends(spark, route: str, appends: list[tuple[str, Append]]):
     """(channel, append) pairs as a DataFrame of ChannelSource's rows. The driver hands
     Spark one row per append (its body whole), in as many slices as a batch has read
     tasks, and Spark splits the bodies into rows: no per-row work in Python."""
     import pyarrow as pa
 
-    per_slice = sum(append.size for _, append in appends) / read_task_limit(spark)
-    slices: list[list[tuple[str, Append]]] = []
-    size = 0
-    for name, append in appends:
-        if not slices or size >= per_slice:
-            slices.append([])
-            size = 0
-        slices[-1].append((name, append))
-        size += append.size
+    total = sum(append.size for _, append in appends)
+    slices = appends_in_slices(appends, min(total / read_task_limit(spark), MAX_SLICE_BYTES))
     schema = pa.schema([("channel", pa.string()), ("token", pa.string()), ("received", pa.int64()),
                         ("route", pa.string()), ("body", pa.binary())])
     batches = [pa.record_batch([
