@@ -28,9 +28,10 @@ _RECORD_ENV = "FLOELINE_CLASS_ARCHIVE_RECORD"
 
 
 def _java() -> Path | None:
+    """The java Spark's launcher runs: JAVA_HOME's, else the one on PATH."""
     home = os.environ.get("JAVA_HOME")
-    found = Path(home) / "bin" / "java" if home else (Path(shutil.which("java")) if shutil.which("java") else None)
-    return found.resolve() if found is not None and found.exists() else None
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return Path(found).resolve() if found and Path(found).exists() else None
 
 
 def archive_path(settings: dict[str, str]) -> Path | None:
