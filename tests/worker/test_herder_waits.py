@@ -19,6 +19,11 @@ from worker_services import spark, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
+# The retries' bound: the test waits it out to see the connector FAILED. It must leave
+# the first try's failure (after the client's 5 s login check, kafka.py LOGIN_CHECK_S)
+# well inside the bound, so the trace is seen while the connector still waits.
+RETRY_TIMEOUT_MS = "10000"
+
 
 def test_a_connector_waiting_for_its_broker_says_what_and_the_fix_from_the_first_try(
         spark, tmp_path, caplog):
@@ -31,14 +36,14 @@ def test_a_connector_waiting_for_its_broker_says_what_and_the_fix_from_the_first
     try:
         with caplog.at_level(logging.WARNING, logger="floeline"):
             herder.create("orders", {"topics": "orders", "bootstrap.servers": absent,
-                                     "errors.retry.timeout": "20000"})
+                                     "errors.retry.timeout": RETRY_TIMEOUT_MS})
             status = wait_for("a trace while it waits", lambda: (
                 lambda s: s if "trace" in s["connector"] else None)(herder.status("orders")), 60)
             assert status["connector"]["state"] == "UNASSIGNED"
             trace = status["connector"]["trace"]
             assert trace.startswith(f"waiting for Kafka Metadata at bootstrap.servers={absent}: ")
             assert "Check that the broker is running and reachable" in trace
-            assert "errors.retry.timeout=20000" in trace
+            assert f"errors.retry.timeout={RETRY_TIMEOUT_MS}" in trace
             assert status["tasks"][0]["trace"] == trace
             # Its retries spent, it is FAILED with the error, and waits for nothing.
             wait_for("FAILED", lambda: herder.status("orders")["connector"]["state"] == "FAILED", 120)

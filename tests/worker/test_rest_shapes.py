@@ -37,20 +37,17 @@ SNOWFLAKE = "com.snowflake.kafka.connector.SnowflakeStreamingSinkConnector"
 # ---------------------------------------------------------------- the two workers
 
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory):
-    """A broker whose topic shape-topic holds three records (so offset 1 is a valid
-    position for both workers' offsets PATCH)."""
+def kafka(kafka):
+    """The worker tests' broker (conftest.py), where topic shape-topic holds three records
+    (so offset 1 is a valid position for both workers' offsets PATCH)."""
     from confluent_kafka import Producer
 
-    state = tmp_path_factory.mktemp("kafka")
-    bootstrap = devkafka.start(state, free_port())
-    devkafka.create_topic(bootstrap, "shape-topic")
-    producer = Producer({"bootstrap.servers": bootstrap})
+    devkafka.create_topic(kafka, "shape-topic")
+    producer = Producer({"bootstrap.servers": kafka})
     for n in range(3):
         producer.produce("shape-topic", json.dumps({"n": n}).encode())
     assert producer.flush(30) == 0
-    yield bootstrap
-    devkafka.stop(state)
+    return kafka
 
 
 @pytest.fixture(scope="module")

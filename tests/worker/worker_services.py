@@ -9,6 +9,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from floeline.sources.kafka import produce
 
 _spec = importlib.util.spec_from_file_location(
@@ -16,10 +18,25 @@ _spec = importlib.util.spec_from_file_location(
 _integration = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_integration)
 
-kafka = _integration.kafka
-spark = _integration.spark
 topic_name = _integration.topic_name
-aws = _integration.aws
+
+
+# The modules here import kafka, spark and aws from this file; a fixture a module imports
+# is that module's own, so these only hand on conftest.py's, which every module shares
+# (one broker and one set of local AWS services for tests/worker, not one per module).
+@pytest.fixture(scope="session")
+def kafka(kafka):
+    return kafka
+
+
+@pytest.fixture(scope="session")
+def spark(spark):
+    return spark
+
+
+@pytest.fixture(scope="session")
+def aws(aws):
+    return aws
 
 
 def produce_numbered(bootstrap: str, topic: str, partitions: int, start: int, count: int) -> None:
