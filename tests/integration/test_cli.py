@@ -66,12 +66,12 @@ def test_run_reports_unreachable_broker(tmp_path, warehouse):
     # An unreachable broker is a transient error (one still starting looks the same):
     # retried for errors.retry.timeout (default 2 minutes), then a clear stop.
     config.write_text(f"name=x\ntopics=a\nbootstrap.servers=127.0.0.1:1\nfloeline.warehouse={warehouse}\n"
-                      f"errors.retry.timeout=3000\n")
+                      f"errors.retry.timeout=1000\n")
     run = floeline("run", str(config), "--until-caught-up", timeout=120)
     assert run.returncode == 1
     assert "Kafka Metadata at bootstrap.servers=127.0.0.1:1 still failing after" in run.stderr
     assert "Check that the broker is running and reachable" in run.stderr
-    assert "(errors.retry.timeout=3000)" in run.stderr
+    assert "(errors.retry.timeout=1000)" in run.stderr
 
 
 def test_kafka_produce_sends_json_lines_with_their_key_and_headers(kafka, topic_name, tmp_path):
