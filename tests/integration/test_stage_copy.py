@@ -191,7 +191,8 @@ def test_auto_ingest_pipe_loads_each_new_file_once(spark, sql, stage_dir, wh):
 def test_pipes_run_until_caught_up_retries_a_failing_pipe_instead_of_crashing(spark, sql, stage_dir, wh):
     """A pipe's query that fails under `pipes run --until-caught-up` (here its table was
     dropped; in the chaos soak, Spark's Python worker not connecting back on a busy
-    machine) is reported once, not raised, and run again after RESTART_S: the run exits
+    machine) is reported once, not raised, and run again after its restart wait (here
+    0.2 s, not RESTART_S's 5 s, so the test does not sit out three waits): the run exits
     1 if the fault stays, and loads the file once it is gone."""
     from floeline.ingest.pipe_service import PipeService
 
@@ -201,7 +202,8 @@ def test_pipes_run_until_caught_up_retries_a_failing_pipe_instead_of_crashing(sp
             DROP TABLE events""")
     write(stage_dir / "1.json", ['{"a":1}\n'])
     lines = []
-    assert PipeService(spark, wh, poll_s=0.1, report=lines.append).run(until_caught_up=True) == 1
+    assert PipeService(spark, wh, poll_s=0.1, report=lines.append,
+                       restart_s=0.2).run(until_caught_up=True) == 1
     assert [line for line in lines if "was dropped" in line] == [
         "pipe FLOELINE.PUBLIC.EVENTS_PIPE: pipe EVENTS_PIPE: its table FLOELINE.PUBLIC.EVENTS was dropped; "
         "create it again or DROP PIPE EVENTS_PIPE"], lines
@@ -212,7 +214,8 @@ def test_pipes_run_until_caught_up_retries_a_failing_pipe_instead_of_crashing(sp
             sql("CREATE TABLE events (payload VARIANT)")
 
     lines.clear()
-    assert PipeService(spark, wh, poll_s=0.1, report=recreate_on_failure).run(until_caught_up=True) == 0
+    assert PipeService(spark, wh, poll_s=0.1, report=recreate_on_failure,
+                       restart_s=0.2).run(until_caught_up=True) == 0
     assert any("1.json LOADED" in line for line in lines), lines
     assert [json.loads(r["PAYLOAD"].toJson()) for r in table_rows(spark, wh, "EVENTS")] == [{"a": 1}]
 

@@ -142,8 +142,10 @@ def pipe_status(spark, warehouse: Warehouse, database: str, schema: str, pipe: p
 class PipeService:
     """Runs one streaming query per auto-ingest pipe of a warehouse."""
 
-    def __init__(self, spark, warehouse: Warehouse, poll_s: float = 1.0, report=print):
+    def __init__(self, spark, warehouse: Warehouse, poll_s: float = 1.0, report=print,
+                 restart_s: float = RESTART_S):
         self.spark, self.warehouse, self.poll_s, self.report = spark, warehouse, poll_s, report
+        self.restart_s = restart_s  # a failed pipe's query starts again after this long
         self.failures: dict[str, str] = {}  # pipe -> the last error it met
         self.spark_failures: set[str] = set()  # failing pipes whose error is Spark's, not floeline's
         self.queries: dict[str, object] = {}  # pipe -> its active StreamingQuery
@@ -209,7 +211,7 @@ class PipeService:
         if self.failures.get(name) != message:
             self.report(f"pipe {name}: {message}")
         self.failures[name] = message
-        self.restart_at[name] = time.monotonic() + RESTART_S
+        self.restart_at[name] = time.monotonic() + self.restart_s
 
     def request_stop(self) -> None:
         """Ask `run` to end after the current sync (what SIGINT/SIGTERM do)."""
@@ -302,7 +304,7 @@ class PipeService:
             again = [name for name in sorted(set(self.failures) & wanted)
                      if runs.get(name, 1) < (CAUGHT_UP_SPARK_ATTEMPTS if name in self.spark_failures
                                              else CAUGHT_UP_ATTEMPTS)]
-            if not again or self._stop.wait(RESTART_S):
+            if not again or self._stop.wait(self.restart_s):
                 return
             for name in again:
                 runs[name] = runs.get(name, 1) + 1
