@@ -101,7 +101,7 @@ def test_pipe_a_touched_file_with_loaded_content_is_not_pending(spark, sql, stag
     sql(f"""CREATE TABLE t (n NUMBER, f VARCHAR);
             CREATE STAGE s URL='file://{stage_dir}/' FILE_FORMAT=(TYPE=JSON);
             CREATE PIPE p AUTO_INGEST=TRUE AS COPY INTO t FROM (SELECT $1:n::NUMBER, METADATA$FILENAME FROM @s)""")
-    service = PipeService(spark, wh, report=lambda line: None)
+    service = PipeService(spark, wh, poll_s=0.1, report=lambda line: None)  # lists every 0.1 s, not 1 s
     batch = stage_dir / "batch.json"
     write(batch, ['{"n":1}\n'])
     assert service.poll() == 1
