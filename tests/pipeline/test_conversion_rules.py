@@ -138,8 +138,11 @@ def test_a_number_column_widens_for_json_numbers_with_more_digits(memory_log, ma
                [{"id": 4, "price": 10**20}]]  # a whole number never widens: a row error
     for batch in batches:
         memory_log.append("orders/0", "orders", [json.dumps(v).encode() for v in batch])
-        run_memory(make_config(name="widening", errors__tolerance="all"))
-        run_memory(make_config(name="fixed", errors__tolerance="all", snowflake__topic2table__map="orders:FIXED"))
+    # Each connector reads the three batches above, 2 records a batch, in one run.
+    for name, settings in (("widening", {}), ("fixed", {"snowflake__topic2table__map": "orders:FIXED"})):
+        connector = run_memory(make_config(name=name, errors__tolerance="all", buffer__count__records=2,
+                                           **settings))
+        assert [r.records_read for r in connector.reports] == [len(b) for b in batches]
 
     rows = sorted((int(r["ID"]), r["PRICE"]) for r in read_table("ORDERS").collect())
     assert rows == [(0, Decimal("12.5")), (1, Decimal("99999999.99")),
