@@ -89,7 +89,8 @@ def test_auto_compact_setting_compacts_after_commits(memory_log, make_config, ru
                                                      read_table, spark, warehouse):
     from delta.tables import DeltaTable
 
-    memory_log.append("orders/0", "orders", values(0, 30))
+    # 6 commits of 3 rows: Delta compacts after its 4th small file (minNumFiles below)
+    memory_log.append("orders/0", "orders", values(0, 18))
     config = make_config(buffer__count__records=3, floeline__table__auto__compact="true")
     key = "spark.databricks.delta.autoCompact.minNumFiles"
     spark.conf.set(key, "4")  # Delta's default is 50 small files: scaled down for the test
@@ -101,27 +102,29 @@ def test_auto_compact_setting_compacts_after_commits(memory_log, make_config, ru
     properties = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()}
     assert properties["delta.autoOptimize.autoCompact"] == "true"
     operations = [r["operation"] for r in DeltaTable.forPath(spark, path).history().collect()]
-    assert operations.count("WRITE") == 10 and "OPTIMIZE" in operations
-    assert file_count(spark, path) < 10
-    assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(30))
+    assert operations.count("WRITE") == 6 and "OPTIMIZE" in operations
+    assert file_count(spark, path) < 6
+    assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(18))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
-    assert committed_in_log(ref.path, config.name)[0].positions == {"orders/0": "29"}
+    assert committed_in_log(ref.path, config.name)[0].positions == {"orders/0": "17"}
 
 
 def test_checkpoints_are_written_beside_the_commits_not_in_them(
         memory_log, make_config, run_memory, read_table, spark, warehouse, monkeypatch, caplog):
     """A table floeline creates carries a large delta.checkpointInterval, so no commit
     writes Delta's checkpoint inline; floeline writes one every CHECKPOINT_EVERY commits
-    itself (10 here, 100 by default), in the background, and the connector leaves none
+    itself (5 here, 100 by default), in the background, and the connector leaves none
     pending when it ends."""
     from floeline.warehouse import checkpoints
     from floeline.warehouse.checkpoints import TABLE_CHECKPOINT_INTERVAL
     from floeline.warehouse.delta_log import commits_newest_first
 
-    CHECKPOINT_EVERY = 10
+    CHECKPOINT_EVERY = 5
     monkeypatch.setattr(checkpoints, "CHECKPOINT_EVERY", CHECKPOINT_EVERY)
 
-    memory_log.append("orders/0", "orders", values(0, 25))
+    # versions 0-14: room for two checkpoints, and for a late first one, as 25 commits
+    # gave an interval of 10
+    memory_log.append("orders/0", "orders", values(0, 3 * CHECKPOINT_EVERY))
     config = make_config(buffer__count__records=1)  # a commit per record
     caplog.set_level(logging.DEBUG, logger="floeline.warehouse.checkpoints")
     run_memory(config)
@@ -137,6 +140,6 @@ def test_checkpoints_are_written_beside_the_commits_not_in_them(
     assert len(checkpointed) >= 2 and checkpointed[0] >= CHECKPOINT_EVERY, why
     assert all(b - a >= CHECKPOINT_EVERY for a, b in zip(checkpointed, checkpointed[1:])), why
     assert last - checkpointed[-1] < CHECKPOINT_EVERY, (last, checkpointed)
-    assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(25))
+    assert sorted(int(r["N"]) for r in read_table("ORDERS").collect()) == list(range(3 * CHECKPOINT_EVERY))
     ref = Warehouse(warehouse).table("FLOELINE", "PUBLIC", "ORDERS")
-    assert committed_in_log(ref.path, config.name)[0].positions == {"orders/0": "24"}
+    assert committed_in_log(ref.path, config.name)[0].positions == {"orders/0": str(3 * CHECKPOINT_EVERY - 1)}
