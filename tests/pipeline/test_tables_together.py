@@ -58,20 +58,21 @@ def test_tables_of_one_kind_of_record_are_written_by_one_job(schematization, mem
     assert ("one pass keys" in first.phases) == (schematization == "true")
     assert "convert+write" not in _phases(connector)
 
-    def rows(topic):
-        table = read_table(topic.upper())
+    def rows(table):
+        """(n, name) of each row, and each row's RECORD_METADATA, from one read."""
         if schematization == "true":
-            return sorted((int(r["N"]), r["NAME"]) for r in table.collect())
-        return sorted((json.loads(r["c"])["n"], json.loads(r["c"])["name"])
-                      for r in table.selectExpr("to_json(RECORD_CONTENT) AS c").collect())
+            read = table.selectExpr("N", "NAME", "to_json(RECORD_METADATA) AS m").collect()
+            return sorted((int(r["N"]), r["NAME"]) for r in read), read
+        read = table.selectExpr("to_json(RECORD_CONTENT) AS c", "to_json(RECORD_METADATA) AS m").collect()
+        return sorted((json.loads(r["c"])["n"], json.loads(r["c"])["name"]) for r in read), read
 
     for i, topic in enumerate(topics):
-        assert rows(topic) == [(n * 10 ** i, f"{topic} {n}") for n in range(4)]
+        got, meta = rows(read_table(topic.upper()))
+        assert got == [(n * 10 ** i, f"{topic} {n}") for n in range(4)]
         commits = _history(spark, _path(warehouse, topic.upper()))
         assert [(c["operation"], c["operationMetrics"]["numOutputRows"]) for c in commits] == [("WRITE", "2")] * 2
         # The positions are in the commit of the rows, and RECORD_METADATA names each row's source.
         assert committed_in_log(_ref(warehouse, topic.upper()).path, config.name)[0].positions == {f"{topic}/0": "3"}
-        meta = read_table(topic.upper()).selectExpr("to_json(RECORD_METADATA) AS m").collect()
         assert sorted(json.loads(r["m"])["position"] for r in meta) == ["0", "1", "2", "3"]
         assert {json.loads(r["m"])["channel"] for r in meta} == {f"{topic}/0"}
         # Each file's statistics count its rows (floeline status and other engines read them).
