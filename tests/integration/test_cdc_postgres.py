@@ -124,9 +124,11 @@ def test_postgres_that_cannot_start_is_a_clear_error(tmp_path):
     its log's last lines."""
     import socket
 
+    # Bound, so the server's bind fails; not listening, so the start's "select 1" probe
+    # is refused at once instead of waiting out psycopg's 5 s connect timeout against a
+    # socket that accepts the connection and never answers.
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
-        taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(SetupError, match=r"(?s)exited .* during start.*postgres\.log.*"
                                              r"could not (bind|create listen)"):
