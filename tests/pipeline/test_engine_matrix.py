@@ -98,13 +98,14 @@ def check_kinds(spark, warehouse: str) -> None:
     def table(name):
         return os.path.join(warehouse, "FLOELINE", "PUBLIC", name)
 
-    def operations(name):
-        return [r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{table(name)}`").collect()]
+    def history(name):
+        return spark.sql(f"DESCRIBE HISTORY delta.`{table(name)}`").collect()
 
-    assert operations("COMPACTED")[0] == "OPTIMIZE", operations("COMPACTED")
-    assert int(spark.sql(f"DESCRIBE HISTORY delta.`{table('COMPACTED')}`").collect()[0]
-               ["operationMetrics"]["numRemovedFiles"]) > 1
-    assert "MERGE" in operations("CUSTOMERS"), operations("CUSTOMERS")
+    compacted = history("COMPACTED")  # newest first
+    assert compacted[0]["operation"] == "OPTIMIZE", [r["operation"] for r in compacted]
+    assert int(compacted[0]["operationMetrics"]["numRemovedFiles"]) > 1
+    merged = [r["operation"] for r in history("CUSTOMERS")]
+    assert "MERGE" in merged, merged
     events = sorted((r["ID"], r["KIND"]) for r in spark.read.format("delta").load(table("EVENTS")).collect())
     assert events == [(n + 1, "k" if n % 2 else "unknown") for n in range(10)], events
     assert {"SCORE", "LABELS"} <= set(spark.read.format("delta").load(table("EVOLVED")).columns)
