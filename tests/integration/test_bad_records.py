@@ -15,7 +15,8 @@ from floeline.dev import kafka as devkafka
 from floeline.errors import RecordError
 from floeline.sources.kafka import produce
 from bad_input import Accounting
-from records_io import consume_all, headers_of
+from records_io import headers_of
+from topic_ends import consume_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +85,7 @@ def test_json_corpus_with_dlq(kafka, topic_name, make_config, run_connector, rea
     table = read_table(topic.upper())
     rows = table.collect()
     to_dlq = [c for c in JSON_CORPUS if c[2] == "dlq"]
-    dlq_records = consume_all(kafka, dlq, len(to_dlq))
+    dlq_records = consume_to_end(kafka, dlq, len(to_dlq))
     produced = 1 + len(corpus)
     # Nothing skipped by a rule here.
     Accounting("kafka (JSON, DLQ)", len(JSON_CORPUS), produced, len(rows), dlq=len(dlq_records)).check()
@@ -156,7 +157,7 @@ def test_first_bad_record_stops_the_connector_and_loses_nothing(kafka, topic_nam
     assert f"topic={topic}" in message and "offset=2" in message
     assert "value converter" in message and "not valid JSON" in message
     # With tolerance none and a DLQ, the record also went to the DLQ before the stop.
-    assert len(consume_all(kafka, dlq, 1)) == 1
+    assert len(consume_to_end(kafka, dlq, 1)) == 1
     # Nothing of the failed batch was committed, and its new table was not left half made
     # (its first commit creates it: a failed write removes the folder it made).
     import os
