@@ -314,7 +314,8 @@ def test_kafka_corpus_of_converter_errors_to_the_dlq(kafka, schema_registry, top
     from floeline.config.decoding import AVRO_CONVERTER, JSON_CONVERTER
     from floeline.dev import kafka as devkafka
     from floeline.sources.kafka import produce
-    from records_io import consume_all, headers_of, register
+    from records_io import headers_of, register
+    from topic_ends import consume_to_end
 
     topic, dlq = topic_name("conv"), topic_name("conv_dlq")
     devkafka.create_topic(kafka, topic)
@@ -332,7 +333,7 @@ def test_kafka_corpus_of_converter_errors_to_the_dlq(kafka, schema_registry, top
 
     rows = {_offset(r): r for r in read_table(topic.upper()).collect()}
     to_dlq = [c for c in KAFKA_CONVERTER_CORPUS if c[1] == "dlq"]
-    letters = {headers_of(m)["case"]: m for m in consume_all(kafka, dlq, len(to_dlq))}
+    letters = {headers_of(m)["case"]: m for m in consume_to_end(kafka, dlq, len(to_dlq))}
     assert int(rows[0]["ID"]) == 0 and json.loads(rows[0]["RECORD_METADATA"].toJson())["key"] == "k"
     found = {}
     for i, (kind, destination, _key, _value, error) in enumerate(KAFKA_CONVERTER_CORPUS):

@@ -22,7 +22,8 @@ from floeline.config.decoding import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, PROTOBUF_CONVERTER, STRING_CONVERTER)
 from floeline.sources.kafka import produce
 from records_io import (
-    ORDER_PROTO, ORDER_V1, ORDER_V2, avro, consume_all, headers_of, proto_class, register, wire)
+    ORDER_PROTO, ORDER_V1, ORDER_V2, avro, headers_of, proto_class, register, wire)
+from topic_ends import consume_to_end
 
 pytestmark = pytest.mark.integration
 
@@ -115,7 +116,7 @@ def test_avro_values_and_keys_land_evolve_and_bad_ones_go_to_the_dlq(
     connector = run_connector(config)
 
     rows = by_offset(read_table(topic.upper()).collect())
-    dead = consume_all(kafka, dlq, 2)
+    dead = consume_to_end(kafka, dlq, 2)
     assert len(produced) == len(rows) + len(dead) + 0 + skipped(connector)
     assert sorted(rows) == [0, 1, 2, 5] and skipped(connector) == 0
     assert len(connector.reports) >= 3 and sum(r.errors for r in connector.reports) == 2
