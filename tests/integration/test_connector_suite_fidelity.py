@@ -175,8 +175,7 @@ def test_evolution_switched_off_mid_stream_applies_when_the_connector_opens_the_
     run_script(spark, f"CREATE TABLE {table} (RECORD_METADATA VARIANT) ENABLE_SCHEMA_EVOLUTION = TRUE", wh)
     config = _connector(make_config, "v4-compat", topic, **{
         "name": f"evo_{topic}", "errors.tolerance": "all", "errors.log.enable": "true",
-        "errors.deadletterqueue.topic.name": dlq,
-        "buffer.flush.time": "0"})  # back-to-back batches: each wave lands without a 1 s trigger wait
+        "errors.deadletterqueue.topic.name": dlq})
     connector = Connector(config, spark)
     runner = threading.Thread(target=connector.run, daemon=True)
     runner.start()
