@@ -4,8 +4,11 @@ Delta VARIANT (the default), as JSON text (floeline.variant.storage=json, the fo
 engine reads) and with a structured RECORD_METADATA
 (snowflake.feature.structured.record.metadata.enabled=true), in one run and one Spark
 session (alternating rounds after a warm-up of each; best round each). `--forms` picks
-some of them (variant, the baseline, always). Iceberg tables are not a form here: they
-are refused where Delta has no Iceberg converter (warehouse/uniform.py).
+some of them (variant, the baseline, always). `iceberg` is a table Iceberg readers open
+(snowflake.autocreate.table.type=iceberg: JSON text, the structured RECORD_METADATA and
+the Iceberg metadata floeline writes after each batch, warehouse/iceberg_mirror.py);
+compare it with `json` for the mirror's own cost, with `--batch-records` for batches
+of that many records (default: one batch a round).
 
 The source is the memory source (tests' broker-less source; its Python reader costs
 every form the same), so the figures compare the forms, not Kafka throughput.
@@ -46,13 +49,14 @@ FORMS = {
     "variant": {},
     "json": {"floeline.variant.storage": "json"},
     "structured": {"snowflake.feature.structured.record.metadata.enabled": "true"},
+    "iceberg": {"snowflake.autocreate.table.type": "iceberg"},
 }
 
 
-def run(spark, log: MemoryLog, form: str, records: int, work: str, name: str) -> float:
+def run(spark, log: MemoryLog, form: str, records: int, work: str, name: str, batch: int | None = None) -> float:
     config = config_from_dict({
         "name": name, "topics": "orders", "floeline.warehouse": os.path.join(work, name),
-        **FORMS[form], "buffer.count.records": str(records),
+        **FORMS[form], "buffer.count.records": str(batch or records),
         "buffer.flush.time": "1"})
     started = time.time()
     Connector(config, spark, source=MemorySource(config, log)).run(until_caught_up=True)
@@ -68,7 +72,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--channels", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--forms", default=",".join(FORMS), help=f"some of {', '.join(FORMS)}")
+    parser.add_argument("--forms", default="variant,json,structured", help=f"some of {', '.join(FORMS)}")
+    parser.add_argument("--batch-records", type=int, default=None,
+                        help="records per batch (buffer.count.records; default: a round in one batch)")
     args = parser.parse_args()
     forms = [f for f in args.forms.split(",") if f]
     unknown = sorted(set(forms) - set(FORMS))
@@ -86,10 +92,11 @@ def main() -> None:
         best = dict.fromkeys(forms, 0.0)
         for i in range(args.rounds):
             for form in forms:
-                rate = run(spark, log, form, records, work, f"{form}_{i}")
+                rate = run(spark, log, form, records, work, f"{form}_{i}", args.batch_records)
                 print(f"round {i + 1}: {form}: {rate:,.0f} rows/s", flush=True)
                 best[form] = max(best[form], rate)
-    print(f"records={records} channels={args.channels} (best of {args.rounds} rounds)")
+    print(f"records={records} channels={args.channels} batch_records={args.batch_records or records} "
+          f"(best of {args.rounds} rounds)")
     print(" ".join([f"{form}_rows_per_s={best[form]:.0f}" for form in forms]
                    + [f"{form}_vs_variant={best[form] / best['variant']:.2f}" for form in forms if form != "variant"]))
 

@@ -203,6 +203,10 @@ def session_defaults() -> dict[str, str]:
         # parallel listing of more than 32 paths uses at most this many tasks too.
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2",
         "spark.sql.session.timeZone": "UTC",
+        # Timestamps as Parquet's INT64 microseconds rather than Spark's legacy INT96, which
+        # Iceberg readers do not take (warehouse/iceberg_mirror.py) and Parquet deprecates;
+        # every engine reads both.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         # A JSON object with a key twice keeps the last value, as Kafka Connect's
         # JsonConverter (Jackson) does, and as from_json does on the one-pass path.

@@ -61,11 +61,12 @@ def test_setup_without_node_says_kinesis_was_skipped_and_how_to_add_it(tmp_path,
 def test_the_package_alone_leaves_the_extras_out_and_the_test_extra_holds_what_tests_import():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {dep.split("==")[0].split("[")[0] for dep in project["dependencies"]}
-    assert not names & {"moto", "grpcio-tools", "pytest", "duckdb", "polars", "deltalake"}, names
+    assert not names & {"moto", "grpcio-tools", "pytest", "duckdb", "polars", "deltalake", "pyiceberg"}, names
     extras = project["optional-dependencies"]
     assert extras["aws-local"] == ["moto[server]==5.2.5"] and extras["protobuf"] == ["grpcio-tools==1.85.1"]
+    assert extras["iceberg"] == ["pyiceberg[pyarrow]==0.12.0"]
     test = {dep.split("==")[0] for dep in extras["test"]}
-    assert {"floeline[aws-local,protobuf]", "pytest", "duckdb", "polars", "deltalake"} <= test
+    assert {"floeline[aws-local,protobuf,iceberg]", "pytest", "duckdb", "polars", "deltalake"} <= test
     # every pin of the package and its extras is the one make setup installs
     def normal(name: str) -> str:
         return name.split("[")[0].strip().lower().replace("_", "-")

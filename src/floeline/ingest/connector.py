@@ -44,8 +44,8 @@ from floeline.ingest.source_changes import follow
 from floeline.sources import source_for
 from floeline.sources.base import MirrorError, total_lag
 from floeline.spark import java_cause_is, java_cause_message
-from floeline.warehouse import checkpoints
-from floeline.warehouse.uniform import require_iceberg_converter
+from floeline.warehouse import checkpoints, iceberg_mirror
+from floeline.warehouse.iceberg_tables import require_iceberg_mirror
 
 log = logging.getLogger("floeline")
 
@@ -84,9 +84,9 @@ class Connector:
         self.metrics = metrics if metrics is not None else ConnectorMetrics(
             config.name, config.database, config.schema)
         self.clock = clock if clock is not None else startup.PROCESS
-        if config.table_settings.iceberg:  # before a table is made that no Iceberg reader opens
-            require_iceberg_converter(spark, config.name)
         self.pipeline = Pipeline(config, spark, self.source, self.metrics)
+        if config.table_settings.iceberg:  # before a table is made that no Iceberg reader opens
+            require_iceberg_mirror(config.name, self.pipeline.warehouse.is_local)
         self.routes: list[str] = []  # the source's routes when the query started
         # Every route read since the process started: their tables' positions are
         # checked at each start, so a route gone since is seen (Source.changed).
@@ -386,10 +386,23 @@ class Connector:
             result = run_general_batch(self.pipeline, df, batch_id, started, finished, self.routes)
         return self._finish(result, started, finished)
 
+    def _mirror_iceberg(self, report: BatchReport) -> None:
+        """Write the Iceberg metadata of the tables this batch committed to (Iceberg
+        tables, warehouse/iceberg_mirror.py), before the batch counts as done: a mirror
+        that fails stops the connector, and its next start mirrors the commit again."""
+        cfg = self.config
+        for name in sorted(report.rows_written):
+            ref = self.pipeline.warehouse.table(cfg.database, cfg.schema, name)
+            started = time.time()
+            iceberg_mirror.mirror(ref.path, ref.full_name)
+            report.phases["iceberg"] = report.phases.get("iceberg", 0.0) + time.time() - started
+
     def _finish(self, result: BatchResult, started: float, finished: set[str]) -> BatchReport:
         """Mirror the positions to the source, measure lag and latency, print the
         progress line."""
         report, positions, ts_min = result.report, result.positions, result.ts_min
+        if self.config.table_settings.iceberg:
+            self._mirror_iceberg(report)
         if (positions and report.records_read) or finished:
             try:
                 self.source.after_commit(positions, finished)

@@ -158,7 +158,7 @@ def _checkpoint_actions(files: Storage, directory: str, paths: list[str], kinds:
     return actions
 
 
-def _file_key(action: dict) -> tuple[str, str | None]:
+def file_key(action: dict) -> tuple[str, str | None]:
     """A data file's identity: its path and its deletion vector's id."""
     dv = action.get("deletionVector")
     dv_id = None
@@ -194,14 +194,21 @@ def _snapshot_actions(table_path: str, files: Storage | None,
     return actions, latest
 
 
+def snapshot_actions(table_path: str, kinds: tuple[str, ...],
+                     files: Storage | None = None) -> tuple[list[dict], int]:
+    """The actions of `kinds` ("add", "remove", "metaData", ...) that make the table's
+    current snapshot, in log order, and its version (-1: no table)."""
+    return _snapshot_actions(table_path, files, kinds)
+
+
 def live_files(table_path: str, files: Storage | None = None) -> list[dict]:
     """The add actions of the table's current snapshot (its live data files)."""
     live: dict[tuple[str, str | None], dict] = {}
     for action in _snapshot_actions(table_path, files, FILE_ACTIONS)[0]:
         if "add" in action:
-            live[_file_key(action["add"])] = action["add"]
+            live[file_key(action["add"])] = action["add"]
         elif "remove" in action:
-            live.pop(_file_key(action["remove"]), None)
+            live.pop(file_key(action["remove"]), None)
     return list(live.values())
 
 

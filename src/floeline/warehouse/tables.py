@@ -61,14 +61,10 @@ COLUMN_MAPPING_PROPERTY = "delta.columnMapping.mode"
 _MAPPING_ONLY_CHARACTERS = frozenset(" ,;{}()\n\t=")
 
 
-# A table Iceberg readers open (snowflake.autocreate.table.type=iceberg): Delta UniForm
-# writes Iceberg metadata (<table>/metadata/*.metadata.json) beside each commit. Its
-# IcebergCompatV2 needs column mapping and no deletion vectors, and holds no VARIANT
-# (the connector stores those columns as JSON text); the delta-iceberg jar does the
-# conversion (spark.py fetches it at set-up).
-ICEBERG_PROPERTIES = {"delta.enableIcebergCompatV2": "true",
-                      "delta.universalFormat.enabledFormats": "iceberg",
-                      "delta.enableDeletionVectors": "false"}
+# A table Iceberg readers open (snowflake.autocreate.table.type=iceberg): a Delta table
+# whose Iceberg metadata floeline writes after each batch over the same files
+# (iceberg_mirror.py), which Iceberg readers cannot take with deletion vectors.
+ICEBERG_PROPERTIES = {"delta.enableDeletionVectors": "false"}
 DEFAULTS_FEATURE = "delta.feature.allowColumnDefaults"
 AUTO_COMPACT_PROPERTY = "delta.autoOptimize.autoCompact"
 
@@ -178,11 +174,11 @@ def create_table(spark, ref: TableRef, columns: list[Column], evolution: bool = 
     with insert.mode=upsert merges by (kept as a table property); `own_checkpoints`:
     a connector's table, whose Delta checkpoints floeline writes beside its commits
     (warehouse/checkpoints.py), not a table `floeline sql` statements write;
-    `iceberg`: with UniForm's Iceberg metadata (ICEBERG_PROPERTIES); `cluster_by`: its
+    `iceberg`: a table whose Iceberg metadata floeline writes (ICEBERG_PROPERTIES); `cluster_by`: its
     clustering columns (Delta liquid clustering, and CLUSTER_BY_PROPERTY)."""
     ddl = ", ".join(_column_ddl(c) for c in columns)
     mapping = (f"'{COLUMN_MAPPING_PROPERTY}'='name', "
-               if iceberg or needs_column_mapping(c.name for c in columns) else "")
+               if needs_column_mapping(c.name for c in columns) else "")
     mapping += "".join(f"'{k}'='{v}', " for k, v in ICEBERG_PROPERTIES.items()) if iceberg else ""
     defaults = (f"'{DEFAULTS_FEATURE}'='supported', "
                 if any(c.default is not None for c in columns) else "")
