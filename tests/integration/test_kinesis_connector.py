@@ -303,9 +303,11 @@ def test_two_streams_into_two_tables(aws, kinesis_config, run_connector, read_ta
 
 
 def test_a_second_connector_with_the_same_application_waits_as_a_standby(
-        aws, kinesis_config, read_table, spark, tmp_path):
+        aws, kinesis_config, read_table, spark, tmp_path, caplog):
     """The standby runs elsewhere (a Spark checkpoint of its own, the same warehouse):
-    what the active run commits while the standby waits is not read again."""
+    what the active run commits while the standby waits is not read again. That it
+    waits is seen in its log (it names the leases' holder), not after a fixed 3 s; it
+    has read nothing then, nor once the active run has read the next records."""
     from floeline.config import config_from_dict
     from floeline.ingest import Connector
 
@@ -328,10 +330,16 @@ def test_a_second_connector_with_the_same_application_waits_as_a_standby(
     standby = Connector(elsewhere, spark)
     standby_run = threading.Thread(target=lambda: standby.run(until_caught_up=True), daemon=True)
     standby_run.start()
-    time.sleep(3)
+    waiting = f"lease table {config.kinesis.application_name}: waiting for leases held by other workers"
+    deadline = time.time() + 60
+    while not any(waiting in r.getMessage() for r in list(caplog.records)):
+        assert standby_run.is_alive(), standby.failure
+        assert time.time() < deadline, "the standby did not say it waits for the leases"
+        time.sleep(0.1)
     assert standby_run.is_alive() and not standby.reports  # waiting for the leases
     placed += put(aws, stream, orders(100, 4))  # committed by the active run meanwhile
     active_read(7)
+    assert standby_run.is_alive() and not standby.reports  # still waiting
     active.stop()
     active_run.join(120)
     placed += put(aws, stream, orders(3, 2))
