@@ -239,13 +239,17 @@ def settle(spark, pg, table, table_path, run: FloelineRun, phase: str) -> None:
     while); fail with the difference if it does not within SETTLE_TIMEOUT_S."""
     expected = postgres_rows(pg, table)
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    actual = None
+    actual, compared = None, None
     while time.monotonic() < deadline:
         run.assert_alive()
-        actual = delta_rows(spark, table_path)
-        if actual is not None and not differences(expected, actual):
-            return
-        time.sleep(2)
+        # The table changes only by a commit: it is read (a Spark job, beside floeline's
+        # own on two cores) once per new version, the log listed every 0.2 s meanwhile.
+        version = delta_version(table_path)
+        if version is not None and version != compared:
+            actual, compared = delta_rows(spark, table_path), version
+            if actual is not None and not differences(expected, actual):
+                return
+        time.sleep(0.2)
     assert actual is not None, f"after {phase}: no table at {table_path}:\n{run.output()}"
     raise AssertionError(f"after {phase} the Delta table differs from PostgreSQL:\n"
                          f"{describe_difference(expected, actual)}\nfloeline said:\n{run.output()}")
@@ -258,6 +262,17 @@ def postgres_rows(pg, table) -> dict[tuple, dict]:
         names = [c.name.lower() for c in cursor.description]
         rows = [dict(zip(names, row)) for row in cursor.fetchall()]
     return {(row["id"],): {k: normalized(v) for k, v in row.items()} for row in rows}
+
+
+def delta_version(table_path) -> int | None:
+    """The table's latest committed version (its newest _delta_log/NNN.json), None
+    before its first commit."""
+    try:
+        names = os.listdir(os.path.join(table_path, "_delta_log"))
+    except FileNotFoundError:
+        return None
+    versions = [int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit()]
+    return max(versions) if versions else None
 
 
 def delta_rows(spark, table_path) -> dict[tuple, dict] | None:
