@@ -73,19 +73,22 @@ def test_the_recorded_history_lands_as_the_source_tables(per_batch, memory_log, 
     config = upsert_config(make_config, buffer__count__records=per_batch)
     run_memory(config)
 
-    customers = {int(r["ID"]): r for r in read_table("CUSTOMERS").collect()}
+    customers_table = read_table("CUSTOMERS")
+    customer_rows = customers_table.collect()
+    customers = {int(r["ID"]): r for r in customer_rows}
     assert set(customers) == FINAL_CUSTOMERS
     assert customers[4]["RATING"] == 3.0  # the last of three updates in one transaction
     assert customers[1]["NAME"] == "Ada L." and customers[1]["EMAIL"] is not None  # a new after field
     assert customers[7]["NAME"] == "Tony H."  # deleted and inserted again
     assert customers[20]["NAME"] == "Grace"  # the key change: 2 is gone, 20 is there
-    lines = {(int(r["ORDER_ID"]), int(r["LINE"])): r for r in read_table("ORDER_LINES").collect()}
+    order_lines = read_table("ORDER_LINES")
+    lines = {(int(r["ORDER_ID"]), int(r["LINE"])): r for r in order_lines.collect()}
     assert set(lines) == FINAL_ORDER_LINES and int(lines[(100, 1)]["QTY"]) == 3
 
     # Key columns NOT NULL; RECORD_METADATA says where the row's last change came from.
-    nullable = {f.name: f.nullable for f in read_table("ORDER_LINES").schema.fields}
+    nullable = {f.name: f.nullable for f in order_lines.schema.fields}
     assert not nullable["ORDER_ID"] and not nullable["LINE"] and nullable["SKU"]
-    assert not {f.name: f.nullable for f in read_table("CUSTOMERS").schema.fields}["ID"]
+    assert not {f.name: f.nullable for f in customers_table.schema.fields}["ID"]
     meta = json.loads(customers[4]["RECORD_METADATA"].toJson())
     assert (meta["channel"], meta["position"], meta["op"]) == ("pg_plain.public.customers/0", "14", "u")
     assert isinstance(meta["ts_ms"], int)
@@ -97,7 +100,7 @@ def test_the_recorded_history_lands_as_the_source_tables(per_batch, memory_log, 
     assert last is not None and last.positions == {"pg_plain.public.customers/0": "20"}
 
     # A replayed batch (its commit file lost) and a lost checkpoint change nothing.
-    before = sorted(json.dumps(r.asDict(), default=str) for r in read_table("CUSTOMERS").collect())
+    before = sorted(json.dumps(r.asDict(), default=str) for r in customer_rows)
     commits = os.path.join(config.checkpoint_dir, "commits")
     last_batch = max(int(n) for n in os.listdir(commits) if n.isdigit())
     for name in (str(last_batch), f".{last_batch}.crc"):
