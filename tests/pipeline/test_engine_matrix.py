@@ -3,8 +3,8 @@ with Spark, DuckDB (its delta extension), delta-rs (`deltalake`: its pyarrow rea
 its QueryBuilder) and polars, row for row against Spark.
 
 Two forms: a new user's defaults (VARIANT columns) and floeline.variant.storage=json.
-(Iceberg tables are refused where Delta cannot write their Iceberg metadata:
-tests/integration/test_iceberg_tables.py.) The kinds: a schematized table with nested
+(Iceberg tables, read by pyiceberg: tests/integration/test_iceberg_tables.py and
+tests/pipeline/test_iceberg_mirror.py.) The kinds: a schematized table with nested
 objects and arrays, one without schematization (RECORD_METADATA + RECORD_CONTENT),
 column-mapped names, identity and default columns (made by `floeline sql`), an upserted
 CDC table (MERGE), a table after OPTIMIZE and one whose schema evolved. What each engine

@@ -59,9 +59,10 @@ class TableSettings:
     # errors (DLQ / error table) that say so.
     max_new_columns: int = 1000
     # snowflake.autocreate.table.type=iceberg (connector 4.1+) or
-    # snowflake.streaming.iceberg.enabled=true (3.x): new tables are Delta tables with
-    # UniForm's Iceberg metadata (IcebergCompatV2), which Iceberg readers open; their
-    # semi-structured columns are JSON text and RECORD_METADATA is structured.
+    # snowflake.streaming.iceberg.enabled=true (3.x): new tables are Delta tables whose
+    # Iceberg metadata floeline writes after each batch (warehouse/iceberg_mirror.py), which
+    # Iceberg readers open; their semi-structured columns are JSON text and
+    # RECORD_METADATA is structured.
     iceberg: bool = False
     # snowflake.feature.structured.record.metadata.enabled: RECORD_METADATA is a struct
     # with the fields of Snowflake's Iceberg RECORD_METADATA OBJECT
