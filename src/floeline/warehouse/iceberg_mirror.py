@@ -4,7 +4,7 @@ tables a connector writes when its config asks for Iceberg tables
 
 Delta UniForm would write this metadata itself, with its converter jar (delta-iceberg),
 which is built for Spark 4.0 only and not served for the Spark and Delta floeline runs
-on (uniform.py). So floeline writes it: after each batch, `mirror(table)` makes the
+on (iceberg_tables.py). So floeline writes it: after each batch, `mirror(table)` makes the
 Iceberg table's current snapshot hold exactly the Delta snapshot's data files, the same
 Parquet files, none rewritten (one Iceberg snapshot per mirrored Delta version: files
 Delta removed, by a MERGE or OPTIMIZE, are deleted, files it added appended), and its
@@ -22,6 +22,7 @@ and INT96 timestamps (the session writes TIMESTAMP_MICROS, spark.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -35,6 +36,9 @@ from floeline.warehouse import delta_log
 ICEBERG_DIR = "_iceberg"
 # The Iceberg table property holding the Delta version its current snapshot mirrors.
 DELTA_VERSION_PROPERTY = "floeline.delta.version"
+# ... and the digest of the Delta schema its schema follows: the schema is evolved only
+# when Delta's changed (Iceberg's Arrow form differs from Delta's in string and list kinds).
+DELTA_SCHEMA_PROPERTY = "floeline.delta.schema"
 # Old metadata files and snapshots kept: a reader that opened the table just before a
 # commit still finds its files (Delta's VACUUM keeps removed data files 7 days by default).
 KEEP_METADATA_FILES = 20
@@ -200,27 +204,27 @@ def mirror(table_path: str, table: str | None = None) -> Mirrored:
             live.pop(delta_log.file_key(action["remove"]), None)
     _refusals(table, metadata, list(live.values()))
     schema = arrow_schema(json.loads(metadata["schemaString"]), table)
+    schema_digest = hashlib.sha256(metadata["schemaString"].encode()).hexdigest()
 
+    # pyiceberg's transactions update `iceberg` in place: no reload between them.
     catalog = FolderCatalog(iceberg_location(table_dir))
     try:
         iceberg = catalog.load_table()
     except NoSuchTableError:
         iceberg = catalog.create_table(None, schema, properties=TABLE_PROPERTIES)
         with iceberg.transaction() as tx:
-            tx.set_properties(_name_mapping(iceberg.schema()))
-        iceberg = catalog.load_table()
+            tx.set_properties({**_name_mapping(iceberg.schema()), DELTA_SCHEMA_PROPERTY: schema_digest})
     if iceberg.properties.get(DELTA_VERSION_PROPERTY) == str(version):
         return Mirrored(version, 0, 0)
 
     files = {_file_path(table_dir, add["path"]): add for add in live.values()}
     current = _current_files(iceberg)
     deleted = [current[path] for path in current.keys() - files.keys()]
-    with iceberg.transaction() as tx:
-        if iceberg.schema().as_arrow() != schema:
+    if iceberg.properties.get(DELTA_SCHEMA_PROPERTY) != schema_digest:
+        with iceberg.transaction() as tx:
             with tx.update_schema() as update:
                 update.union_by_name(schema)
-            tx.set_properties(_name_mapping(tx.table_metadata.schema()))
-    iceberg = catalog.load_table()
+            tx.set_properties({**_name_mapping(tx.table_metadata.schema()), DELTA_SCHEMA_PROPERTY: schema_digest})
     appended = [_data_file(iceberg, path, int(files[path].get("size") or os.path.getsize(path)))
                 for path in sorted(files.keys() - current.keys())]
     with iceberg.transaction() as tx:
@@ -236,14 +240,13 @@ def mirror(table_path: str, table: str | None = None) -> Mirrored:
                 for data_file in appended:
                     append.append_data_file(data_file)
         tx.set_properties({DELTA_VERSION_PROPERTY: str(version)})
-    _expire_old_snapshots(catalog)
+    _expire_old_snapshots(iceberg)
     return Mirrored(version, len(appended), len(deleted))
 
 
-def _expire_old_snapshots(catalog) -> None:
+def _expire_old_snapshots(table) -> None:
     """Keep the newest KEEP_SNAPSHOTS snapshots (metadata only: the data files are the
     Delta table's, which Delta's VACUUM deletes)."""
-    table = catalog.load_table()
     snapshots = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
     if len(snapshots) > KEEP_SNAPSHOTS * 2:  # in steps, not a commit per batch
         table.maintenance.expire_snapshots().by_ids(
