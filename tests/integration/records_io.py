@@ -107,5 +107,41 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout_s: float = 30
     return sorted(records, key=lambda m: m.offset())
 
 
+def consume_to_end(bootstrap: str, topic: str, expected: int, timeout_s: float = 30.0):
+    """Every record of a topic whose producer has flushed (a connector's DLQ once its run
+    has returned: dead_letters.py flushes a batch's letters before the table commit),
+    without consume_all's fixed wait for extras (1.5 s a call) and without a consumer
+    group to join. In offset order: waits for `expected` records, then reads
+    each partition to its end (its high watermark when the reader gets there; a record
+    landing after that is read too if it comes before the other partitions end). Extra
+    records already in the topic are always returned, so `len(...) == n` checks that
+    nothing more went there."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-assign-only",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    records, at_end = [], set()
+    deadline = time.time() + timeout_s
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        assert partitions, f"topic {topic} has no partitions"
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        while len(records) < expected or len(at_end) < len(partitions):
+            assert time.time() < deadline, (
+                f"{topic}: {len(records)} of {expected} records, partitions {sorted(at_end)} "
+                f"of {partitions} read to their end in {timeout_s} s")
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error() is None:
+                records.append(msg)
+                at_end.discard(msg.partition())
+            elif msg.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(msg.partition())
+    finally:
+        consumer.close()
+    return sorted(records, key=lambda m: m.offset())  # as consume_all
+
 def headers_of(msg) -> dict[str, str]:
     return {k: (v.decode() if v is not None else None) for k, v in (msg.headers() or [])}

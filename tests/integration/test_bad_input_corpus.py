@@ -314,8 +314,7 @@ def test_kafka_corpus_of_converter_errors_to_the_dlq(kafka, schema_registry, top
     from floeline.config.decoding import AVRO_CONVERTER, JSON_CONVERTER
     from floeline.dev import kafka as devkafka
     from floeline.sources.kafka import produce
-    from records_io import headers_of, register
-    from topic_ends import consume_to_end
+    from records_io import consume_to_end, headers_of, register
 
     topic, dlq = topic_name("conv"), topic_name("conv_dlq")
     devkafka.create_topic(kafka, topic)

@@ -15,8 +15,7 @@ from floeline.dev import kafka as devkafka
 from floeline.errors import RecordError
 from floeline.sources.kafka import produce
 from bad_input import Accounting
-from records_io import headers_of
-from topic_ends import consume_to_end
+from records_io import consume_to_end, headers_of
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ from floeline.sources.kafka import produce
 from floeline.sql.script import run_script
 from floeline.warehouse.catalog import Warehouse
 
-from topic_ends import consume_to_end
+from records_io import consume_to_end
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,7 @@ from floeline.config.decoding import (
     AVRO_CONVERTER, BYTES_CONVERTER, JSON_CONVERTER, PROTOBUF_CONVERTER, STRING_CONVERTER)
 from floeline.sources.kafka import produce
 from records_io import (
-    ORDER_PROTO, ORDER_V1, ORDER_V2, avro, headers_of, proto_class, register, wire)
-from topic_ends import consume_to_end
+    ORDER_PROTO, ORDER_V1, ORDER_V2, avro, consume_to_end, headers_of, proto_class, register, wire)
 
 pytestmark = pytest.mark.integration
 
