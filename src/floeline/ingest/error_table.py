@@ -3,7 +3,10 @@ connector without a DLQ topic or stream (errors.tolerance=all).
 
 It keeps the record as it came (channel, position, the source's own coordinates as
 RECORD_SOURCE, key, value, headers, timestamp) and why it failed. Its commits carry the
-same channel positions as the table's, so a replayed batch adds no record twice."""
+same channel positions as the table's, so a replayed batch adds no record twice.
+RECORD_SOURCE, its one semi-structured column, takes the connector's
+floeline.variant.storage, so every engine that reads the tables reads their errors too;
+an existing error table keeps its form."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from floeline.warehouse import tables
 from floeline.warehouse.catalog import TableRef
 from floeline.warehouse.commits import commit
 from floeline.warehouse.positions import commit_metadata, committed_filter_sql
-from floeline.records.columns import Column
+from floeline.records.columns import Column, stores_json
 
 if TYPE_CHECKING:
     from floeline.ingest.dead_letters import BadRecord
@@ -37,8 +40,9 @@ class ErrorTable:
     """A DeadLetterQueue (dead_letters.py) writing to each table's `<TABLE>_ERRORS`."""
     destination = "error_table"  # the metrics label
 
-    def __init__(self, connector: str, spark, tables_: Tables):
+    def __init__(self, connector: str, spark, tables_: Tables, variant_storage: str = "json"):
         self.connector, self.spark, self.tables = connector, spark, tables_
+        self.variant_storage = variant_storage
 
     def put_stopping(self, record: BadRecord) -> int:
         """errors.tolerance=none: nothing of the batch is committed, this table included."""
@@ -49,14 +53,15 @@ class ErrorTable:
         the table's commit, so a replayed batch adds none twice. Returns how many."""
         errors_ref = self.tables.warehouse.error_table(ref)
         state = self.tables.state(errors_ref)
-        self._create_or_complete(state, errors_ref)
+        source_as_text = self._create_or_complete(state, errors_ref)
         not_held = committed_filter_sql(state.replay_base(
             commit_metadata(self.connector, committed_after)))
         if not_held:
             bad = bad.where(not_held)
         rows = bad.selectExpr(
             "channel AS RECORD_CHANNEL", "position AS RECORD_POSITION",
-            "to_variant_object(source) AS RECORD_SOURCE",
+            f"{'to_json(to_variant_object(source))' if source_as_text else 'to_variant_object(source)'} "
+            "AS RECORD_SOURCE",
             "timestamp AS RECORD_TIMESTAMP", "_raw_key AS RECORD_KEY", "_raw_value AS RECORD_VALUE",
             "headers AS RECORD_HEADERS", "_stage_text AS STAGE", "_error_text AS ERROR",
             "coalesce(_class, 'DataException') AS ERROR_CLASS",
@@ -71,16 +76,18 @@ class ErrorTable:
         finally:
             rows.unpersist()
 
-    def _create_or_complete(self, state, errors_ref: TableRef) -> None:
-        """Create the error table, or add the columns an older floeline's lacks."""
+    def _create_or_complete(self, state, errors_ref: TableRef) -> bool:
+        """Create the error table, or add the columns an older floeline's lacks; returns
+        whether its RECORD_SOURCE holds JSON text."""
+        columns = [tables.in_storage(Column(n, t), self.variant_storage) for n, t in ERROR_TABLE_COLUMNS]
         schema = self.tables.schema(state)
         if schema is None:
-            tables.create_table(self.spark, errors_ref,
-                                [Column(n, t) for n, t in ERROR_TABLE_COLUMNS], evolution=False,
-                                own_checkpoints=True)
+            tables.create_table(self.spark, errors_ref, columns, evolution=False, own_checkpoints=True)
             state.forget_schema()
-            return
-        missing = [Column(n, t) for n, t in ERROR_TABLE_COLUMNS if schema.find(n) is None]
+            return self.variant_storage == "json"
+        missing = [c for c in columns if schema.find(c.name) is None]
         if missing:
             tables.add_columns(self.spark, errors_ref, missing)
             state.forget_schema()
+        source = schema.find("RECORD_SOURCE")
+        return stores_json(source) if source is not None else self.variant_storage == "json"

@@ -143,4 +143,4 @@ def dead_letter_queue_for(config, spark, tables_) -> DeadLetterQueue:
     if config.kinesis is not None and config.kinesis.dlq_stream:
         return KinesisStreamQueue(config.kinesis.aws, config.kinesis.dlq_stream, config.name,
                                   config.retry)
-    return ErrorTable(config.name, spark, tables_)
+    return ErrorTable(config.name, spark, tables_, config.table_settings.variant_storage)

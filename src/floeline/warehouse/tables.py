@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from floeline import startup
 from floeline.config import locations
 from floeline.errors import TableError
-from floeline.records.columns import Column, TableSchema
+from floeline.records.columns import Column, TableSchema, stores_json
 from floeline.records.content import quote_column, sql_string
 from floeline.spark import java_class
 from floeline.warehouse.catalog import TableRef
@@ -119,6 +119,21 @@ def read_schema(spark, ref: TableRef) -> TableSchema | None:
     metadata = json.loads(snapshot.metadata().json())["metaData"]
     return _table_schema(StructType.fromJson(json.loads(metadata["schemaString"])),
                          metadata.get("configuration") or {})
+
+
+def read_declared(spark, path: str):
+    """The Delta table at `path` as a DataFrame whose semi-structured columns are VARIANT
+    whatever their storage: JSON text (floeline.variant.storage=json) is parsed back, as
+    `floeline sql` does (sql/query.py), for PySpark code that works with VARIANT values."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.format("delta").load(path)
+    schema = read_schema(spark, TableRef("", "", os.path.basename(path.rstrip("/")), path))  # reads the path only
+    parsed = {c.name for c in schema.columns if stores_json(c)} if schema else set()
+    if not parsed:
+        return frame
+    return frame.select(*(F.expr(f"try_parse_json({quote_column(name)})").alias(name) if name in parsed
+                          else F.col(quote_column(name)) for name in frame.columns))
 
 
 def _read_schema_with_spark(spark, ref: TableRef) -> TableSchema:
