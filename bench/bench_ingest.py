@@ -9,9 +9,10 @@
    - bare, tuned: the same job with floeline's Kafka source options (no fetch wait,
                5,000 records a poll; see sources/kafka.py), reported for reference, not in the ratio;
    - same table: a hand-written job with floeline's Kafka source options writing the
-               table floeline writes (its column types, RECORD_METADATA as a VARIANT),
-               exactly once through foreachBatch and Delta's idempotent writes
-               (txnAppId/txnVersion): issue 26 goal 4 asks floeline >= 1.0x this job;
+               table floeline writes (its column types, RECORD_METADATA as JSON text,
+               or as a VARIANT with --variant-storage variant), exactly once through
+               foreachBatch and Delta's idempotent writes (txnAppId/txnVersion): issue 26
+               goal 4 asks floeline >= 1.0x this job;
    - floeline: the connector end to end (default pipe, full RECORD_METADATA, exactly-once
                offsets), --until-caught-up.
 3. Latency: a producer process at a steady rate (default 5,000 records/s, one client,
@@ -103,22 +104,30 @@ SAME_TABLE_SCHEMA = ("order_id DECIMAL(38,0), customer_id DECIMAL(38,0), custome
                      "items DECIMAL(38,0), country STRING, created_at STRING")
 
 
+# floeline.variant.storage of the floeline runs (--variant-storage); the same-table job
+# writes RECORD_METADATA in the same form: JSON text (the default) or Delta VARIANT.
+STORAGE = {"form": "json"}
+
+
 def same_table_frame(batch, batch_id):
     """A Kafka batch as the rows of floeline's table for these records."""
     pushed = int(time.time() * 1000)
     columns = [f"j.{name} AS {name.upper()}" for name in
                (field.split()[0] for field in SAME_TABLE_SCHEMA.split(", "))]
+    metadata = ("to_variant_object(named_struct('topic', topic, 'partition', partition, 'offset', offset, "
+                f"'CreateTime', unix_millis(timestamp), 'SnowflakeConnectorPushTime', {pushed}L, "
+                "'key', CAST(key AS STRING)))")
+    if STORAGE["form"] == "json":
+        metadata = f"to_json({metadata})"
     return batch.selectExpr(
         f"from_json(CAST(value AS STRING), '{SAME_TABLE_SCHEMA}') AS j",
-        "to_variant_object(named_struct('topic', topic, 'partition', partition, 'offset', offset, "
-        f"'CreateTime', unix_millis(timestamp), 'SnowflakeConnectorPushTime', {pushed}L, "
-        "'key', CAST(key AS STRING))) AS RECORD_METADATA").selectExpr("RECORD_METADATA", *columns)
+        f"{metadata} AS RECORD_METADATA").selectExpr("RECORD_METADATA", *columns)
 
 
 def same_table_job(spark, bootstrap, topic, out_dir, max_per_trigger) -> None:
     """The hand-written job of issue 26 goal 4: floeline's Kafka source options, and the
-    same table floeline writes (its columns and types, RECORD_METADATA as a VARIANT with
-    the record's topic, partition, offset, CreateTime, push time and key), exactly once
+    same table floeline writes (its columns and types, RECORD_METADATA in floeline's
+    storage form with the record's topic, partition, offset, CreateTime, push time and key), exactly once
     the way Delta offers a hand-written stream: foreachBatch with Delta's idempotent
     writes (txnAppId, txnVersion = the batch id) in the commit."""
     app_id = f"same_table_{topic}"
@@ -141,7 +150,7 @@ def same_table_job(spark, bootstrap, topic, out_dir, max_per_trigger) -> None:
 def floeline_job(spark, bootstrap, topic, out_dir, count_records, flush_s=1) -> Connector:
     config = config_from_dict({
         "name": f"bench_{topic}_{random.randint(0, 10**6)}", "topics": topic, "bootstrap.servers": bootstrap,
-        "floeline.warehouse": os.path.join(out_dir, "warehouse"),
+        "floeline.warehouse": os.path.join(out_dir, "warehouse"), "floeline.variant.storage": STORAGE["form"],
         "buffer.count.records": str(count_records), "buffer.flush.time": str(flush_s)})
     connector = Connector(config, spark, out=sys.stderr)
     connector.run(until_caught_up=True)
@@ -166,7 +175,8 @@ def latency_run(spark, bootstrap, out_dir, rate: int, seconds: int,
     devkafka.create_topic(bootstrap, topic, partitions=PARTITIONS)
     config = config_from_dict({
         "name": f"bench_{topic}", "topics": topic, "bootstrap.servers": bootstrap,
-        "floeline.warehouse": os.path.join(out_dir, "warehouse"), "buffer.flush.time": str(flush_s)})
+        "floeline.warehouse": os.path.join(out_dir, "warehouse"), "floeline.variant.storage": STORAGE["form"],
+        "buffer.flush.time": str(flush_s)})
     connector = Connector(config, spark, out=sys.stderr)
     runner = threading.Thread(target=connector.run, daemon=True)
     # Warm the table up (created on first record) before the steady phase.
@@ -304,7 +314,10 @@ def main() -> int:
     parser.add_argument("--latency-only", action="store_true", help="skip the throughput rounds")
     parser.add_argument("--warmup", type=int, default=50_000, help="records in the warm-up topic")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--variant-storage", choices=("json", "variant"), default="json",
+                        help="floeline.variant.storage of floeline's table (and the same-table job's)")
     args = parser.parse_args()
+    STORAGE["form"] = args.variant_storage
 
     bootstrap = devkafka.start()
     spark = get_spark()

@@ -102,7 +102,9 @@ def run_connector(spark):
 @pytest.fixture
 def read_table(spark, warehouse):
     def read(name, database="FLOELINE", schema="PUBLIC", where=None):
-        df = spark.read.format("delta").load(os.path.join(warehouse, database, schema, name))
+        from floeline.warehouse.tables import read_declared
+
+        df = read_declared(spark, os.path.join(warehouse, database, schema, name))
         return df.where(where) if where else df
     return read
 

@@ -66,8 +66,12 @@ def skipped(connector) -> int:
 
 
 def column_types(spark, warehouse, name) -> dict[str, str]:
+    """The table's column types as `floeline sql` reads them (JSON text stored for a
+    VARIANT column, floeline.variant.storage's default, reads as `variant`)."""
+    from floeline.warehouse.tables import read_declared
+
     path = os.path.join(warehouse, "FLOELINE", "PUBLIC", name)
-    return {f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(path).schema}
+    return {f.name: f.dataType.simpleString() for f in read_declared(spark, path).schema}
 
 
 # ---- 1 + 5: Avro values and keys ----------------------------------------------------

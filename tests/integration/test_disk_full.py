@@ -14,6 +14,7 @@ import pytest
 from floeline.dev import kafka as devkafka
 from floeline.errors import StorageFull
 from floeline.sources.kafka import produce
+from floeline.warehouse.tables import read_declared
 
 from test_exactly_once import assert_exactly_once, coordinates
 
@@ -60,7 +61,7 @@ def test_disk_full_stops_cleanly_and_a_restart_completes_exactly(kafka, topic_na
     # Nothing half-committed: the table reads, and what it holds is a clean prefix of
     # each partition (whole batches), never a row twice.
     table = os.path.join(warehouse, "FLOELINE", "PUBLIC", topic.upper())
-    held = coordinates(spark.read.format("delta").load(table))
+    held = coordinates(read_declared(spark, table))
     assert 0 < len(held) < RECORDS and len(held) == len(set(held))
     for partition in range(PARTITIONS):
         offsets = sorted(o for p, o in held if p == partition)
@@ -68,5 +69,5 @@ def test_disk_full_stops_cleanly_and_a_restart_completes_exactly(kafka, topic_na
 
     _resize(small_disk, 256)  # space freed: the same connector completes, exactly once
     run_connector(config)
-    assert_exactly_once(spark.read.format("delta").load(table),
+    assert_exactly_once(read_declared(spark, table),
                         {p: RECORDS // PARTITIONS for p in range(PARTITIONS)})

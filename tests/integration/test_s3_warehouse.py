@@ -27,6 +27,7 @@ from floeline.sql.script import run_script
 from floeline.warehouse.catalog import Warehouse
 from floeline.warehouse.owners import TableOwned
 from floeline.config.locations import S3Settings
+from floeline.warehouse.tables import read_declared
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +63,7 @@ def keys_under(aws, location: str) -> list[str]:
 
 
 def coordinates(spark, path: str) -> list[tuple[int, int, int]]:
-    rows = spark.read.format("delta").load(path).selectExpr(
+    rows = read_declared(spark, path).selectExpr(
         "RECORD_METADATA:partition::int AS p", "RECORD_METADATA:offset::bigint AS o", "N").collect()
     return sorted((r["p"], r["o"], int(r["N"])) for r in rows)
 

@@ -23,6 +23,7 @@ from floeline.records.values_to_columns import FIT_FIX
 from floeline.sources.kafka import produce
 from floeline.sql.script import run_sql
 from floeline.warehouse.catalog import Warehouse
+from floeline.warehouse.tables import read_declared
 from records_io import avro, consume_all, headers_of, proto_class, register, wire
 
 pytestmark = pytest.mark.integration
@@ -136,11 +137,11 @@ class Run:
         self.errors += sum(r.errors for r in connector.reports)
 
     def rows(self, topic: str) -> list:
-        table = self.spark.read.format("delta").load(table_path(self.warehouse, topic))
+        table = read_declared(self.spark, table_path(self.warehouse, topic))
         return sorted(table.collect(), key=offset)
 
     def types(self, topic: str) -> dict[str, str]:
-        table = self.spark.read.format("delta").load(table_path(self.warehouse, topic))
+        table = read_declared(self.spark, table_path(self.warehouse, topic))
         return {f.name: f.dataType.simpleString() for f in table.schema}
 
 

@@ -55,5 +55,7 @@ def run_memory(spark, memory_log):
 @pytest.fixture
 def read_table(spark, warehouse):
     def read(name, database="FLOELINE", schema="PUBLIC"):
-        return spark.read.format("delta").load(os.path.join(warehouse, database, schema, name))
+        from floeline.warehouse.tables import read_declared
+
+        return read_declared(spark, os.path.join(warehouse, database, schema, name))
     return read

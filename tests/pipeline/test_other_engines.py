@@ -1,7 +1,8 @@
 """Tables every engine reads: a table written by the connector (memory source, real
 Spark and Delta) read with DuckDB (its delta extension), delta-rs (`deltalake`) and
-polars, row by row against Spark; with floeline.variant.storage=json semi-structured
-columns are JSON text there, and `floeline sql` still reads them with `col:path`."""
+polars, row by row against Spark; with the default floeline.variant.storage=json
+semi-structured columns are JSON text there, and `floeline sql` still reads them with
+`col:path` as on VARIANT columns (floeline.variant.storage=variant)."""
 
 from __future__ import annotations
 
@@ -107,11 +108,11 @@ def write_orders(memory_log, make_config, run_memory, **settings):
     return config
 
 
-def test_json_storage_reads_the_same_in_spark_duckdb_deltalake_and_polars(
-        memory_log, make_config, run_memory, read_table, warehouse):
-    write_orders(memory_log, make_config, run_memory, floeline__variant__storage="json")
+def test_the_default_json_storage_reads_the_same_in_spark_duckdb_deltalake_and_polars(
+        memory_log, make_config, run_memory, spark, warehouse):
+    write_orders(memory_log, make_config, run_memory)  # the default: floeline.variant.storage=json
     path = os.path.join(warehouse, "FLOELINE", "PUBLIC", "ORDERS")
-    df = read_table("ORDERS")
+    df = spark.read.format("delta").load(path)  # as stored
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     assert types == {"RECORD_METADATA": "string", "N": "decimal(38,0)", "NAME": "string",
                      "PAYLOAD": "string", "MIXED": "string"}
@@ -131,10 +132,10 @@ def test_json_storage_reads_the_same_in_spark_duckdb_deltalake_and_polars(
 
 
 def test_variant_storage_reads_in_duckdb_as_in_spark(memory_log, make_config, run_memory,
-                                                     read_table, warehouse):
-    write_orders(memory_log, make_config, run_memory)
+                                                     spark, warehouse):
+    write_orders(memory_log, make_config, run_memory, floeline__variant__storage="variant")
     path = os.path.join(warehouse, "FLOELINE", "PUBLIC", "ORDERS")
-    df = read_table("ORDERS")
+    df = spark.read.format("delta").load(path)  # as stored
     assert dict((f.name, f.dataType.simpleString()) for f in df.schema.fields)["PAYLOAD"] == "variant"
     expected = spark_rows(df)
     # DuckDB reads VARIANT; its Python values of VARIANT columns are what they hold.
@@ -150,7 +151,7 @@ def test_sql_reads_col_path_on_json_storage_as_on_variant(memory_log, make_confi
     query = ("SELECT n, record_metadata:channel::string AS ch, payload:a::number AS a, "
              "payload:tags[1] AS t, payload:deep.ok::boolean AS ok, mixed, payload "
              "FROM orders WHERE payload:a::number > 3 ORDER BY n")
-    write_orders(memory_log, make_config, run_memory, floeline__variant__storage="json")
+    write_orders(memory_log, make_config, run_memory)  # the default: floeline.variant.storage=json
     as_json = format_rows(run_sql(spark, query, Warehouse(warehouse)), "json")
     described = run_sql(spark, "DESCRIBE TABLE orders", Warehouse(warehouse)).collect()
     assert {r["name"]: r["type"] for r in described}["PAYLOAD"] == "VARIANT"
@@ -159,7 +160,8 @@ def test_sql_reads_col_path_on_json_storage_as_on_variant(memory_log, make_confi
     from floeline.sources.memory import MemoryLog
 
     log = MemoryLog(tmp_path / "variant_log")
-    make_other = lambda **s: make_config(floeline__warehouse=other, **s)  # noqa: E731
+    make_other = lambda **s: make_config(  # noqa: E731
+        floeline__warehouse=other, floeline__variant__storage="variant", **s)
     write_orders(log, make_other, _runner(spark, log))
     as_variant = format_rows(run_sql(spark, query, Warehouse(other)), "json")
     assert as_json == as_variant
@@ -177,3 +179,36 @@ def _runner(spark, log):
         connector.run(until_caught_up=True)
         return connector
     return run
+
+
+def test_error_tables_take_the_storage_too_and_an_old_one_keeps_its_form(
+        memory_log, make_config, run_memory, spark, warehouse, tmp_path):
+    """<TABLE>_ERRORS' one semi-structured column, RECORD_SOURCE, is JSON text by default,
+    so every engine reads the errors too; an error table made with VARIANT stays so."""
+    from floeline.sql.script import run_sql
+    from floeline.warehouse.catalog import Warehouse
+
+    memory_log.append("orders/0", "orders", [b'{"n": 1}', b"{not json", b'{"n": 3}'])
+    run_memory(make_config(errors__tolerance="all"))
+    path = os.path.join(warehouse, "FLOELINE", "PUBLIC", "ORDERS_ERRORS")
+    stored = {f.name: f.dataType.simpleString() for f in spark.read.format("delta").load(path).schema}
+    assert stored["RECORD_SOURCE"] == "string"
+    for engine, rows in (("duckdb", duckdb_rows(path)), ("deltalake", deltalake_rows(path)),
+                         ("polars", polars_rows(path))):
+        (row,) = rows
+        assert json.loads(row["RECORD_SOURCE"]) == {"channel": "orders/0", "position": "1"}, engine
+        assert bytes(row["RECORD_VALUE"]) == b"{not json" and row["RECORD_POSITION"] == "1", engine
+    query = "SELECT record_source:position::string AS p FROM orders_errors"
+    assert [r[0] for r in run_sql(spark, query, Warehouse(warehouse)).collect()] == ["1"]
+
+    other = str(tmp_path / "variant_errors")
+    settings = {"name": "variant_errors", "errors__tolerance": "all", "floeline__warehouse": other,
+                "topics": "events"}
+    memory_log.append("events/0", "events", [b"{bad"])
+    run_memory(make_config(**settings, floeline__variant__storage="variant"))
+    memory_log.append("events/0", "events", [b"{worse"])
+    run_memory(make_config(**settings))  # the default storage: the existing table keeps VARIANT
+    old = os.path.join(other, "FLOELINE", "PUBLIC", "EVENTS_ERRORS")
+    frame = spark.read.format("delta").load(old)
+    assert dict((f.name, f.dataType.simpleString()) for f in frame.schema)["RECORD_SOURCE"] == "variant"
+    assert sorted(json.loads(r["RECORD_SOURCE"].toJson())["position"] for r in frame.collect()) == ["0", "1"]

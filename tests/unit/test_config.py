@@ -464,10 +464,14 @@ def test_ingestion_method_is_a_validated_setting():
 
 
 def test_table_settings_variant_storage_and_auto_compact():
+    # JSON text by default: every engine reads it (docs/sql.md "Other engines"); VARIANT on request
     c = config_from_dict({**BASE})
-    assert (c.table_settings.variant_storage, c.table_settings.auto_compact) == ("variant", False)
-    c = config_from_dict({**BASE, "floeline.variant.storage": "JSON", "floeline.table.auto.compact": "true"})
-    assert (c.table_settings.variant_storage, c.table_settings.auto_compact) == ("json", True)
+    assert (c.table_settings.variant_storage, c.table_settings.auto_compact) == ("json", False)
+    c = config_from_dict({**BASE, "floeline.variant.storage": "VARIANT", "floeline.table.auto.compact": "true"})
+    assert (c.table_settings.variant_storage, c.table_settings.auto_compact) == ("variant", True)
+    # SNOWPIPE's pipe loads VARIANT columns: there the default is variant
+    snowpipe = config_from_dict({**BASE, "snowflake.ingestion.method": "SNOWPIPE"})
+    assert snowpipe.table_settings.variant_storage == "variant"
     assert "floeline.variant.storage='text'" in cfg_error({**BASE, "floeline.variant.storage": "text"})
     assert "snowflake.ingestion.method=SNOWPIPE" in cfg_error(
         {**BASE, "floeline.variant.storage": "json", "snowflake.ingestion.method": "SNOWPIPE"})
@@ -475,7 +479,7 @@ def test_table_settings_variant_storage_and_auto_compact():
 
 def test_iceberg_tables_as_snowflakes_connectors_ask_for_them():
     plain = config_from_dict({**BASE}).table_settings
-    assert (plain.iceberg, plain.structured_metadata, plain.variant_storage) == (False, False, "variant")
+    assert (plain.iceberg, plain.structured_metadata, plain.variant_storage) == (False, False, "json")
     for asked in ({"snowflake.autocreate.table.type": "ICEBERG"},  # 4.1+, case as the connector
                   {"snowflake.streaming.iceberg.enabled": "true"}):  # 3.x
         c = config_from_dict({**BASE, **asked})
@@ -492,7 +496,8 @@ def test_iceberg_tables_as_snowflakes_connectors_ask_for_them():
     assert "need snowflake.ingestion.method=SNOWPIPE_STREAMING" in cfg_error(
         {**BASE, "snowflake.streaming.iceberg.enabled": "true", "snowflake.ingestion.method": "SNOWPIPE"})
     # The metadata's own switch: on its own, or off for Iceberg (then JSON text)
-    structured = config_from_dict({**BASE, "snowflake.feature.structured.record.metadata.enabled": "true"})
+    structured = config_from_dict({**BASE, "snowflake.feature.structured.record.metadata.enabled": "true",
+                                   "floeline.variant.storage": "variant"})
     assert (structured.table_settings.structured_metadata, structured.table_settings.variant_storage) == (
         True, "variant")
     assert not config_from_dict({**BASE, "snowflake.autocreate.table.type": "iceberg",

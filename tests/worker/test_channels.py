@@ -17,6 +17,7 @@ from floeline.streaming import StreamingIngestClient, StreamingIngestError
 from floeline.worker.channels import ChannelService
 from floeline.worker.rest import RestServer
 from floeline.worker.settings import load_worker_settings
+from floeline.warehouse.tables import read_declared
 from test_worker_process import WorkerProcess
 from worker_services import spark, table_committed, wait_for  # noqa: F401
 
@@ -43,7 +44,7 @@ def listener(spark, tmp_path):
 def table(spark, warehouse: str, name: str):
     path = os.path.join(warehouse, "FLOELINE", "PUBLIC", name)
     assert table_committed(path), f"table {name} has no commit"
-    return spark.read.format("delta").load(path)
+    return read_declared(spark, path)
 
 
 def test_an_application_appends_rows_and_reads_its_committed_offset_token(listener, spark):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from floeline.sources.kafka import produce
+from floeline.warehouse.tables import read_declared
 
 _spec = importlib.util.spec_from_file_location(
     "floeline_integration_conftest", Path(__file__).resolve().parents[1] / "integration" / "conftest.py")
@@ -71,7 +72,7 @@ def coordinates(spark, warehouse: str, table: str) -> list[tuple[int, int]]:
     path = table_path(warehouse, table)
     if not table_committed(path):
         return []
-    df = spark.read.format("delta").load(path)
+    df = read_declared(spark, path)
     return [(r["p"], r["o"]) for r in df.selectExpr(
         "RECORD_METADATA:partition::int AS p", "RECORD_METADATA:offset::bigint AS o").collect()]
 

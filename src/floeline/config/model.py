@@ -46,9 +46,10 @@ class TableSettings:
     """How the connector makes the tables it creates (warehouse/tables.py)."""
 
     # floeline.variant.storage: semi-structured columns (RECORD_METADATA, RECORD_CONTENT,
-    # VARIANT columns) as Delta VARIANT ("variant", the default), or as JSON text that
-    # every Delta reader handles ("json"; floeline sql still reads col:path on them).
-    variant_storage: Literal["variant", "json"] = "variant"
+    # VARIANT columns) as JSON text that every Delta reader handles ("json", the default
+    # but with SNOWPIPE; floeline sql still reads col:path on them), or as Delta VARIANT
+    # ("variant": Spark and DuckDB read it, delta-rs and polars do not).
+    variant_storage: Literal["variant", "json"] = "json"
     # floeline.table.auto.compact: create tables with Delta's auto compaction on
     # (delta.autoOptimize.autoCompact), so many small commits do not leave many small files.
     auto_compact: bool = False

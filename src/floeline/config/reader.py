@@ -194,7 +194,8 @@ class Reader:
 
     def table_settings(self, method: str) -> TableSettings:
         iceberg = self.iceberg_tables()
-        storage = self.choice("floeline.variant.storage", "json" if iceberg else "variant", ("variant", "json"))
+        storage = self.choice("floeline.variant.storage", "variant" if method == "SNOWPIPE" else "json",
+                              ("variant", "json"))
         if iceberg and storage == "variant":
             self.problem("floeline.variant.storage", "floeline.variant.storage=variant with Iceberg tables "
                                  "(snowflake.autocreate.table.type=iceberg / snowflake.streaming.iceberg.enabled): "
