@@ -1,10 +1,12 @@
 """RECORD_METADATA built by floeline's JVM function (resources/java/KafkaMetadata.java) is the
 same VARIANT, byte for byte, as Spark's to_variant_object over the same fields
 (records/metadata.py's SQL), for every snowflake.metadata.* combination and for records
-with odd coordinates, keys and headers."""
+with odd coordinates, keys and headers; and the JSON text metadata.py builds for a
+JSON-stored RECORD_METADATA (as_json) holds the same value as that VARIANT."""
 
 import datetime
 import itertools
+import json
 import random
 
 import pytest
@@ -72,3 +74,24 @@ def test_function_declines_what_it_does_not_build(spark, records):
         f"source.timestampType IS NULL OR coalesce(octet_length(key), 0) > {MAX_KEY} AS expected").collect()
     assert any(r["declined"] for r in rows) and not all(r["declined"] for r in rows)
     assert [r["declined"] for r in rows] == [r["expected"] for r in rows]
+
+
+@pytest.mark.parametrize("flags", [MetadataFlags(True, *bits) for bits in itertools.product([True, False], repeat=4)],
+                         ids=lambda f: f"t{f.topic:d}o{f.offset_and_partition:d}c{f.createtime:d}p{f.connector_push_time:d}")
+def test_json_text_holds_the_value_of_the_variant(spark, records, flags):
+    rows = records.selectExpr(f"{kafka_metadata_sql(flags, 'push')} AS variant",
+                              f"{kafka_metadata_sql(flags, 'push', as_json=True)} AS text",
+                              "key", "headers").collect()
+    assert any(row["text"] is not None for row in rows)
+    for row in rows:
+        assert (row["text"] is None) == (row["variant"] is None), row  # (no timestamp type: NULL)
+        if row["text"] is not None:
+            assert json.loads(row["text"]) == json.loads(row["variant"].toJson()), row
+    # A key converted to JSON (an object key, as the Avro and JSON converters give it)
+    keyed = records.selectExpr(
+        "to_json(named_struct('k', CAST(key AS STRING), 'n', source.partition)) AS key_json", "*"
+    ).where("key IS NOT NULL AND source.timestampType IS NOT NULL").limit(20)
+    for row in keyed.selectExpr(
+            f"{kafka_metadata_sql(flags, 'push', key_json='key_json')} AS variant",
+            f"{kafka_metadata_sql(flags, 'push', key_json='key_json', as_json=True)} AS text").collect():
+        assert json.loads(row["text"]) == json.loads(row["variant"].toJson()), row

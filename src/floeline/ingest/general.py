@@ -168,9 +168,10 @@ def fewer_partitions(pipeline, df, routes: list[str]):
 def records(pipeline, df, started: float, routes: list[str]):
     """The batch's records, decoded: channel, position, the route after transforms
     (`_route`), the value as VARIANT (`v`) and its schema registry id (`_schema_id`),
-    why a record cannot be ingested (`_error`, `_stage`), RECORD_METADATA (`_meta`), and
-    the original bytes (`_raw_key`, `_raw_value`, `headers`, `timestamp`, `source`) for
-    bad records; with insert.mode=upsert, the record key as VARIANT (`_key`)."""
+    why a record cannot be ingested (`_error`, `_stage`), RECORD_METADATA (`_meta`; also
+    as JSON text, `_meta_json`, with floeline.variant.storage=json), and the original
+    bytes (`_raw_key`, `_raw_value`, `headers`, `timestamp`, `source`) for bad records;
+    with insert.mode=upsert, the record key as VARIANT (`_key`)."""
     cfg = pipeline.config
     if pipeline.decode:
         # Converters and transforms in Python; the columns below read their output.
@@ -201,11 +202,15 @@ def records(pipeline, df, started: float, routes: list[str]):
             "CASE WHEN _headers_error IS NOT NULL THEN 'ConverterError' END AS _error_class",
             "CAST(NULL AS STRING) AS _batch_failure")
     parse_error = PARSE_ERROR_SQL if cfg.schematization else PARSE_ERROR_ANY_JSON_SQL
-    metadata = pipeline.source.metadata_sql(
-        cfg.metadata, int(started * 1000), key_json="_key_json" if pipeline.decode else None,
-        headers_json=None if pipeline.headers_in_sql else "_headers_json")
+    parts = {"key_json": "_key_json" if pipeline.decode else None,
+             "headers_json": None if pipeline.headers_in_sql else "_headers_json"}
+    metadata = pipeline.source.metadata_sql(cfg.metadata, int(started * 1000), **parts)
     # insert.mode=upsert: the record key as a VARIANT, where primary keys come from.
     key = [f"{record_key_sql('_key_json' if pipeline.decode else None)} AS _key"] if cfg.changes.upsert else []
+    # RECORD_METADATA's JSON text built as such, for the tables that store it so
+    # (records/shaping.py): to_json of the VARIANT costs ten times as much.
+    text = ([pipeline.source.metadata_sql(cfg.metadata, int(started * 1000), **parts, as_json=True)
+             + " AS _meta_json"] if cfg.table_settings.variant_storage == "json" else [])
     return df.selectExpr("*", f"{PARSE_VALUE_SQL} AS v").selectExpr(
         "channel", "position", "timestamp", "headers", "source", "_raw_key", "_raw_value",
         "_route", "_skip", "_schema_id", "_declared_types",
@@ -213,7 +218,7 @@ def records(pipeline, df, started: float, routes: list[str]):
         f"CASE WHEN _skip THEN NULL ELSE coalesce(_decode_error, {parse_error}) END AS _error",
         "CASE WHEN _decode_error IS NOT NULL THEN _decode_stage ELSE 'value converter' END AS _stage",
         "coalesce(_error_class, 'DataException') AS _error_class", "_batch_failure",
-        f"{metadata} AS _meta", *key,
+        f"{metadata} AS _meta", *key, *text,
     )
 
 

@@ -94,7 +94,8 @@ def typed_plan(schema: TableSchema, known_keys: frozenset[str],
     for column in schema.columns:
         keys = by_column.get(column_match_key(column.name), [])
         if column.name.upper() == METADATA_COLUMN and not keys:
-            values.append(metadata_value_sql(column.type))
+            # stored as JSON text: the batch builds `_meta` as that text (metadata_as_json)
+            values.append("_meta" if stores_json(column) else metadata_value_sql(column.type))
         elif len(keys) > 1 or (not keys and not column.nullable) or column.default is not None:
             return None  # (a DEFAULT column: the general path fills records without its key)
         elif not keys:
@@ -176,6 +177,14 @@ def _not_json_null(variant: str) -> str:
     return f"CASE WHEN NOT is_variant_null({variant}) THEN {variant} END"
 
 
+def metadata_as_json(schema: TableSchema) -> bool:
+    """Whether a one-pass batch builds RECORD_METADATA as JSON text (`_meta`, which
+    typed_plan then writes as it is): the table stores it so. to_json of the VARIANT
+    would cost ten times as much (records/metadata.py)."""
+    column = schema.find(METADATA_COLUMN)
+    return column is not None and stores_json(column)
+
+
 def _json_variant(column) -> bool:
     """A VARIANT column stored as JSON text (floeline.variant.storage=json): any value
     fits, as for VARIANT (OBJECT and ARRAY have rules: the general path applies them)."""
@@ -250,7 +259,8 @@ def run_one_pass_batch(pipeline, df, batch_id: int, started: float, start: Batch
         return None
     report = BatchReport(batch_id)
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
-    meta = pipeline.source.metadata_sql(cfg.metadata, push_time, function=jvm.kafka_metadata_function(cfg.metadata))
+    meta = pipeline.source.metadata_sql(cfg.metadata, push_time, function=jvm.kafka_metadata_function(cfg.metadata),
+                                        as_json=metadata_as_json(schema))
     frame = df.selectExpr(
         "channel", "position", "value", "headers", "timestamp",
         f"{from_json_sql(plan.json_schema)} AS j", f"{meta} AS _meta",

@@ -31,7 +31,8 @@ from pyspark.sql import functions as F
 
 from floeline.errors import ServiceUnavailable, TableError, first_lines
 from floeline.ingest.identity_order import generates_identity
-from floeline.ingest.onepass import ONE_PASS_SAMPLE, batch_functions, from_json_sql, replayed, typed_plan
+from floeline.ingest.onepass import (ONE_PASS_SAMPLE, batch_functions, from_json_sql, metadata_as_json,
+                                     replayed, typed_plan)
 from floeline.ingest.progress import BatchReport
 from floeline.ingest.results import BatchResult
 from floeline.ingest.table_sink import TableSink
@@ -90,7 +91,8 @@ def run_one_pass_tables(pipeline, df, batch_id: int, started: float, start: Batc
     if push_time is None:
         return None
     observed = Observation(f"floeline-{cfg.name}-{batch_id}")
-    meta = pipeline.source.metadata_sql(cfg.metadata, push_time, function=kafka_metadata_function(cfg.metadata))
+    meta = pipeline.source.metadata_sql(cfg.metadata, push_time, function=kafka_metadata_function(cfg.metadata),
+                                        as_json=metadata_as_json(schema))
     frame = df.selectExpr(
         "route", "value", "headers", "timestamp",
         f"{from_json_sql(plan.json_schema)} AS j", f"{meta} AS _meta",

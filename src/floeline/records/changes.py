@@ -134,7 +134,8 @@ def change_rows(events):
     row, `_meta` RECORD_METADATA with the change's `op` and `ts_ms`) plus `_delete` and
     `_ts_ms`. Call it on `change_events` without its errors."""
     applied = events.where("NOT _skipped AND NOT _truncate")
-    kept = [c for c in applied.columns if c not in ("v", "_meta", "_image", "_old_key", "_delete")]
+    # (`_meta_json`, the metadata without the change's fields, is dropped: `_meta` is used)
+    kept = [c for c in applied.columns if c not in ("v", "_meta", "_meta_json", "_image", "_old_key", "_delete")]
     pairs = applied.selectExpr(
         *kept, f"{metadata_with_change_sql('_meta')} AS _meta",
         "inline(filter(array(named_struct('v', _image, '_delete', _delete), "

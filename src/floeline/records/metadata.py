@@ -15,7 +15,12 @@ the expression picks one of a few struct shapes per record (CASE) and turns it i
 VARIANT with to_variant_object: measured 4x cheaper than building JSON text and
 parsing it back. The one-pass batches build a Kafka record without headers with
 floeline's JVM function instead (resources/java/KafkaMetadata.java, the same bytes): the
-struct's cast was 5-6 % of their task time."""
+struct's cast was 5-6 % of their task time.
+
+For a RECORD_METADATA stored as JSON text (floeline.variant.storage=json, the default)
+the builders take `as_json`: the same struct shapes through to_json. Spark's to_json of
+a VARIANT costs ten times the struct's (measured: 10.3-11.4 s against 0.9-1.4 s for 2M
+rows), which made the default table write at 0.71 of the VARIANT table's rate."""
 
 from __future__ import annotations
 
@@ -51,32 +56,44 @@ def _push_sql(push_time_ms: int | str) -> str:
     return push_time_ms if isinstance(push_time_ms, str) else f"CAST({int(push_time_ms)} AS BIGINT)"
 
 
-def object_sql(options: Extra) -> str:
+def object_sql(options: Extra, as_json: bool = False) -> str:
     """CASE over every combination of optional fields: `options` holds, per optional
-    part, its alternatives as (fields SQL or None, condition)."""
+    part, its alternatives as (fields SQL or None, condition). A VARIANT object, or its
+    JSON text with `as_json`."""
     branches = []
     for choice in product(*options):
         fields = [f for f, _c in choice if f]
         condition = " AND ".join(c for _f, c in choice)
-        value = f"to_variant_object(named_struct({', '.join(fields)}))" if fields else _EMPTY
+        if as_json:
+            # a NULL field stays (null), as in the VARIANT
+            value = (f"to_json(named_struct({', '.join(fields)}), map('ignoreNullFields', 'false'))"
+                     if fields else "'{}'")
+        else:
+            value = f"to_variant_object(named_struct({', '.join(fields)}))" if fields else _EMPTY
         branches.append(f"WHEN {condition} THEN {value}")
     return "CASE " + " ".join(branches) + " END"
 
 
+def null_metadata_sql(as_json: bool = False) -> str:
+    """RECORD_METADATA of snowflake.metadata.all=false."""
+    return "CAST(NULL AS STRING)" if as_json else "CAST(NULL AS VARIANT)"
+
+
 def kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, key_json: str | None = None,
                        headers_json: str | None = None, extra: Extra = (),
-                       function: str | None = None) -> str:
+                       function: str | None = None, as_json: bool = False) -> str:
     """RECORD_METADATA of a Kafka record (NULL when snowflake.metadata.all=false).
     `key_json` / `headers_json` name columns holding the key / the headers as JSON text
     (converted in Python: a JSON or Avro key as its object, headers by header.converter);
     without them the key and the header values are their UTF-8 text. `extra`: more
     fields (a change event's op and ts_ms). `function`: the JVM function that builds the
     same bytes for a record without headers (jvm.ensure_kafka_metadata for `flags`),
-    used where none of the others is given; the SQL stays for the other records."""
+    used where none of the others is given; the SQL stays for the other records.
+    `as_json`: the JSON text instead of the VARIANT (the function is not used)."""
     if not flags.all_:
-        return "CAST(NULL AS VARIANT)"
-    sql = _kafka_metadata_sql(flags, push_time_ms, key_json, headers_json, extra)
-    if function is None or key_json or headers_json or extra:
+        return null_metadata_sql(as_json)
+    sql = _kafka_metadata_sql(flags, push_time_ms, key_json, headers_json, extra, as_json)
+    if function is None or key_json or headers_json or extra or as_json:
         return sql
     # NULL from the function (a NULL timestamp type, a key past its size) means the SQL.
     built = (f"{function}(CAST(source.topic AS BINARY), source.partition, source.offset, "
@@ -85,7 +102,7 @@ def kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, key_json: 
 
 
 def _kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, key_json: str | None,
-                        headers_json: str | None, extra: Extra) -> str:
+                        headers_json: str | None, extra: Extra, as_json: bool) -> str:
     base = []
     if flags.topic:
         base.append("'topic', source.topic")
@@ -115,14 +132,15 @@ def _kafka_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, key_json:
     options = [[(_join(*base, time_field), condition) for time_field, condition in times]]
     if push:
         options.append([(push, "true")])
-    return object_sql(options + [key, headers, *extra])
+    return object_sql(options + [key, headers, *extra], as_json)
 
 
-def kinesis_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, extra: Extra = ()) -> str:
+def kinesis_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, extra: Extra = (),
+                         as_json: bool = False) -> str:
     """RECORD_METADATA of a Kinesis record (NULL when snowflake.metadata.all=false);
-    `extra`: more fields."""
+    `extra`: more fields; `as_json`: its JSON text."""
     if not flags.all_:
-        return "CAST(NULL AS VARIANT)"
+        return null_metadata_sql(as_json)
     fields = []
     if flags.topic:
         fields.append("'stream', source.stream")
@@ -138,7 +156,7 @@ def kinesis_metadata_sql(flags: MetadataFlags, push_time_ms: int | str, extra: E
         options.append([("'subSequenceNumber', source.subSequenceNumber",
                          "source.subSequenceNumber IS NOT NULL"),
                         (None, "source.subSequenceNumber IS NULL")])
-    return object_sql(options + list(extra))
+    return object_sql(options + list(extra), as_json)
 
 
 def _join(*parts: str | None) -> str | None:

@@ -126,7 +126,9 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
                 or (column.name.upper() == CONTENT_COLUMN and not schematization)):
             continue
         if column.name.upper() == METADATA_COLUMN and not keys:
-            values.append(f"{metadata_value_sql(column.type)} AS {ref}")
+            # `_meta_json`: the same metadata built as JSON text (ingest/general.py)
+            text = stores_json(column) and "_meta_json" in table_rows.columns
+            values.append(f"{'_meta_json' if text else metadata_value_sql(column.type)} AS {ref}")
         elif column.name.upper() == CONTENT_COLUMN and not schematization:
             # A tombstone kept by behavior.on.null.values=DEFAULT is an empty object.
             content = "CASE WHEN _tombstone THEN parse_json('{}') ELSE v END"
@@ -153,7 +155,8 @@ def default_pipe_rows(schema: TableSchema, table_rows, fields, schematization: b
             errors.append(f"CASE WHEN {ref} IS NULL THEN "
                           f"{sql_string('NOT NULL column ' + column.name + ' receives null')} END")
     coords = [f"{c} AS _src_{c}" for c in _SOURCE]
-    read = ["_raw_key", "_raw_value", "v", *carry] + [c for c in ("_meta", "_tombstone") if c in table_rows.columns]
+    read = ["_raw_key", "_raw_value", "v", *carry] + [
+        c for c in ("_meta", "_meta_json", "_tombstone") if c in table_rows.columns]
     shaped = table_rows.selectExpr(*coords, *read, *xs)
     for stage in stages:
         if stage:

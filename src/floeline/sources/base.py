@@ -273,8 +273,10 @@ class Source(Protocol):
         """Where the query's first batch starts (the resolved start positions)."""
 
     def metadata_sql(self, flags, push_time_sql: str, key_json: str | None = None,
-                     headers_json: str | None = None, extra=(), function: str | None = None) -> str:
-        """SQL over the normalized columns: RECORD_METADATA as a VARIANT. `key_json` /
+                     headers_json: str | None = None, extra=(), function: str | None = None,
+                     as_json: bool = False) -> str:
+        """SQL over the normalized columns: RECORD_METADATA as a VARIANT (its JSON text
+        with `as_json`: records/metadata.py). `key_json` /
         `headers_json`: columns holding the converted key / headers as JSON text;
         `extra`: more fields (records/metadata.py's `field`, `field_unless_null`);
         `function`: floeline's JVM builder of a Kafka record's metadata, registered in

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from floeline.records.metadata import object_sql
+from floeline.records.metadata import null_metadata_sql, object_sql
 from floeline.sources.base import BatchEnd, Channel, Committed, InProcessSource
 
 # Rows in one appended batch are numbered below this; a 16 MB body holds far fewer.
@@ -106,10 +106,11 @@ class ChannelSource(InProcessSource):
         return self.first
 
     def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=(),
-                     function=None) -> str:
+                     function=None, as_json=False) -> str:
         if not flags.all_:
-            return "CAST(NULL AS VARIANT)"
-        return object_sql([[("'channel', channel, 'offset_token', source.offset_token", "true")], *extra])
+            return null_metadata_sql(as_json)
+        return object_sql([[("'channel', channel, 'offset_token', source.offset_token", "true")], *extra],
+                          as_json)
 
     def describe(self, fields: dict) -> str:
         return f"channel={fields.get('channel')} offset_token={fields.get('offset_token')}"

@@ -194,8 +194,8 @@ class KafkaSource:
         return BatchEnd({channel_id(*tp): str(o - 1) for tp, o in self.first_offsets.items() if o > 0})
 
     def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=(),
-                     function=None) -> str:
-        return kafka_metadata_sql(flags, push_time_sql, key_json, headers_json, extra, function)
+                     function=None, as_json=False) -> str:
+        return kafka_metadata_sql(flags, push_time_sql, key_json, headers_json, extra, function, as_json)
 
     def describe(self, fields: dict) -> str:
         return f"topic={fields.get('topic')} partition={fields.get('partition')} offset={fields.get('offset')}"

@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from floeline.naming import table_for_topic
-from floeline.records.metadata import object_sql
+from floeline.records.metadata import null_metadata_sql, object_sql
 from floeline.sources.base import BatchEnd, Channel, Committed, InProcessSource, position_after
 
 FORMAT = "floeline_memory"
@@ -151,10 +151,10 @@ class MemorySource(InProcessSource):
         return self._first
 
     def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=(),
-                     function=None) -> str:
+                     function=None, as_json=False) -> str:
         if not flags.all_:
-            return "CAST(NULL AS VARIANT)"
-        return object_sql([[("'channel', channel, 'position', position", "true")], *extra])
+            return null_metadata_sql(as_json)
+        return object_sql([[("'channel', channel, 'position', position", "true")], *extra], as_json)
 
     def describe(self, fields: dict) -> str:
         return f"channel={fields.get('channel')} position={fields.get('position')}"

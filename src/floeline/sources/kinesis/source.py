@@ -202,9 +202,9 @@ class KinesisSource(FixedRoutes):
         return self._first
 
     def metadata_sql(self, flags, push_time_sql, key_json=None, headers_json=None, extra=(),
-                     function=None) -> str:
+                     function=None, as_json=False) -> str:
         # the partition key is text and Kinesis records have no headers
-        return kinesis_metadata_sql(flags, push_time_sql, extra)
+        return kinesis_metadata_sql(flags, push_time_sql, extra, as_json)
 
     def first_records_sql(self, start: BatchEnd, count: int) -> str | None:
         """None: every record is the sample (sequence numbers are not counts)."""
