@@ -57,6 +57,14 @@ def test_snowpipe_method_stages_loads_and_cleans(kafka, topic_name, make_config,
     assert sum(r.rows_written.get(table, 0) for r in connector.reports) == 20
     assert staged(warehouse, config.name, table) == []  # loaded files are removed
     wh = Warehouse(warehouse)
+    # stored as JSON text by default (floeline.variant.storage=json): delta-rs reads it
+    from deltalake import DeltaTable
+
+    stored = DeltaTable(wh.table("FLOELINE", "PUBLIC", table).path).to_pyarrow_table().to_pylist()
+    key = json.dumps
+    assert sorted(key([json.loads(r["RECORD_METADATA"]), json.loads(r["RECORD_CONTENT"])], sort_keys=True)
+                  for r in stored) == sorted(key(list(row), sort_keys=True) for row in rows), \
+        "delta-rs reads what Spark reads"
     stage = snowpipe_files.stage_name(config.name, table)
     assert stage in [r["name"] for r in run_sql(spark, "SHOW STAGES", wh).collect()]
     pipes = {r["name"]: r for r in run_sql(spark, "SHOW PIPES", wh).collect()}

@@ -2,10 +2,11 @@
 with Spark, DuckDB (its delta extension), delta-rs (`deltalake`: its pyarrow reader and
 its QueryBuilder) and polars, row for row against Spark.
 
-Two forms: a new user's defaults (semi-structured columns as JSON text) and
-floeline.variant.storage=variant (Delta VARIANT columns).
-(Iceberg tables, read by pyiceberg: tests/integration/test_iceberg_tables.py and
-tests/pipeline/test_iceberg_mirror.py.) The kinds: a schematized table with nested
+Three forms: a new user's defaults (semi-structured columns as JSON text),
+floeline.variant.storage=variant (Delta VARIANT columns) and Iceberg tables
+(snowflake.streaming.iceberg.enabled=true), which pyiceberg reads too (more in
+tests/integration/test_iceberg_tables.py and tests/pipeline/test_iceberg_mirror.py).
+The kinds: a schematized table with nested
 objects and arrays, one without schematization (RECORD_METADATA + RECORD_CONTENT),
 column-mapped names, identity and default columns (made by `floeline sql`), an upserted
 CDC table (MERGE), a table after OPTIMIZE and one whose schema evolved. What each engine
@@ -25,11 +26,13 @@ import pytest
 pytestmark = pytest.mark.integration
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sql.md"
-ENGINES = ("Spark", "DuckDB", "delta-rs", "delta-rs SQL", "polars")
+ENGINES = ("Spark", "DuckDB", "delta-rs", "delta-rs SQL", "polars", "pyiceberg")
 FORMS = {
     "default": {},
     "variant": {"floeline.variant.storage": "variant"},
+    "iceberg": {"snowflake.streaming.iceberg.enabled": "true"},
 }
+NOT_ICEBERG = "-"  # the pyiceberg cell of a form without Iceberg metadata
 # Kind (as the page names it) -> its table.
 KINDS = {
     "schematized, nested objects and arrays": "ORDERS",
@@ -67,7 +70,6 @@ def build_tables(form: dict, spark, tmp_path, make_config) -> str:
     log = MemoryLog(tmp_path / "log")
     log.append("orders/0", "orders", orders(0, 30))
     log.append("compacted/0", "compacted", orders(0, 45))  # 3 batches: 3 files before OPTIMIZE
-    log.append("mapped/0", "mapped", [json.dumps({"has cat": n, "a,b": f"v{n}"}).encode() for n in range(10)])
     log.append("events/0", "events", [json.dumps({"kind": "k", "amount": n} if n % 2 else {"amount": n}).encode()
                                       for n in range(10)])
     log.append("evolved/0", "evolved", [json.dumps({"n": n, "name": f"e{n}"}).encode() for n in range(10)])
@@ -77,6 +79,19 @@ def build_tables(form: dict, spark, tmp_path, make_config) -> str:
                                                     "labels": {"k": n}}).encode() for n in range(10, 20)])
     run(spark, schematized, log)
     run_script(spark, "OPTIMIZE compacted", Warehouse(warehouse))
+
+    mapped_log = MemoryLog(tmp_path / "mapped_log")
+    mapped_log.append("mapped/0", "mapped", [json.dumps({"has cat": n, "a,b": f"v{n}"}).encode()
+                                             for n in range(10)])
+    if "snowflake.streaming.iceberg.enabled" in form:
+        # Iceberg metadata cannot describe column-mapped files: the rows land in the
+        # Delta table, then the connector stops, naming the table and the fix
+        from floeline.warehouse.iceberg_mirror import IcebergMirrorError
+
+        with pytest.raises(IcebergMirrorError, match="MAPPED uses Delta column mapping"):
+            run(spark, schematized, mapped_log)
+    else:
+        run(spark, schematized, mapped_log)
 
     raw_log = MemoryLog(tmp_path / "raw_log")
     raw_log.append("raw/0", "raw", orders(100, 20))
@@ -195,6 +210,14 @@ def polars_rows(spark, path):
     return pl.read_delta(path).to_dicts()
 
 
+def pyiceberg_rows(spark, path):
+    """The table as an Iceberg reader opens it (its metadata's folder, no catalog)."""
+    from floeline.warehouse.iceberg_files import read_table
+    from floeline.warehouse.iceberg_mirror import iceberg_location
+
+    return read_table(iceberg_location(path)).scan().to_arrow().to_pylist()
+
+
 def polars_through_delta_rs_sql_rows(spark, path):
     """polars over delta-rs's SQL engine: the way docs/sql.md gives polars users to
     column-mapped tables, which read_delta refuses."""
@@ -205,7 +228,7 @@ def polars_through_delta_rs_sql_rows(spark, path):
 
 
 READERS = {"Spark": spark_rows, "DuckDB": duckdb_rows, "delta-rs": deltalake_rows,
-           "delta-rs SQL": deltalake_sql_rows, "polars": polars_rows}
+           "delta-rs SQL": deltalake_sql_rows, "polars": polars_rows, "pyiceberg": pyiceberg_rows}
 
 
 def measure(spark, warehouse: str, form: str) -> dict[str, dict[str, str]]:
@@ -223,6 +246,9 @@ def measure(spark, warehouse: str, form: str) -> dict[str, dict[str, str]]:
         assert expected, f"{table} is empty"
         cells = {}
         for engine in ENGINES:
+            if engine == "pyiceberg" and form != "iceberg":
+                cells[engine] = NOT_ICEBERG
+                continue
             try:
                 rows = canonical(READERS[engine](spark, path), json_columns)
             except Exception as exc:  # noqa: BLE001 - what the engine does is the measurement
@@ -255,6 +281,18 @@ def test_every_engine_reads_every_kind_of_table_as_the_page_says(form, spark, tm
     print("\n".join(f"| {kind} | `{form}` | " + " | ".join(cells[e] for e in ENGINES) + " |"
                      for kind, cells in matrix.items()))
     assert all(cells["Spark"] == "yes" and cells["DuckDB"] == "yes" for cells in matrix.values()), matrix
+    if form == "iceberg":  # pyiceberg reads every table the connector could mirror
+        assert all(cells["pyiceberg"] == "yes" for kind, cells in matrix.items()
+                   if kind != "column-mapped names"), matrix
+        # OPTIMIZE (floeline sql) brought the Iceberg metadata in step: it lists the
+        # compacted files Delta keeps, not the ones it removed
+        from floeline.warehouse.iceberg_files import read_table
+
+        path = os.path.join(warehouse, "FLOELINE", "PUBLIC", KINDS["after OPTIMIZE"])
+        iceberg_files = {os.path.basename(t.file.file_path) for t in read_table(
+            os.path.join(path, "_iceberg")).scan().plan_files()}
+        delta_files = {os.path.basename(f) for f in spark.read.format("delta").load(path).inputFiles()}
+        assert iceberg_files == delta_files and len(delta_files) == 1, (iceberg_files, delta_files)
     if form == "default":  # every reader reads every kind but column mapping, which only delta-rs SQL of the rest reads
         assert all(cells["delta-rs SQL"] == "yes" for cells in matrix.values()), matrix
         assert all(cells[e] == "yes" for kind, cells in matrix.items() if kind != "column-mapped names"

@@ -469,12 +469,13 @@ def test_table_settings_variant_storage_and_auto_compact():
     assert (c.table_settings.variant_storage, c.table_settings.auto_compact) == ("json", False)
     c = config_from_dict({**BASE, "floeline.variant.storage": "VARIANT", "floeline.table.auto.compact": "true"})
     assert (c.table_settings.variant_storage, c.table_settings.auto_compact) == ("variant", True)
-    # SNOWPIPE's pipe loads VARIANT columns: there the default is variant
+    # the SNOWPIPE method's tables too: its pipe's columns are JSON text or VARIANT alike
     snowpipe = config_from_dict({**BASE, "snowflake.ingestion.method": "SNOWPIPE"})
+    assert snowpipe.table_settings.variant_storage == "json"
+    snowpipe = config_from_dict({**BASE, "snowflake.ingestion.method": "SNOWPIPE",
+                                 "floeline.variant.storage": "variant"})
     assert snowpipe.table_settings.variant_storage == "variant"
     assert "floeline.variant.storage='text'" in cfg_error({**BASE, "floeline.variant.storage": "text"})
-    assert "snowflake.ingestion.method=SNOWPIPE" in cfg_error(
-        {**BASE, "floeline.variant.storage": "json", "snowflake.ingestion.method": "SNOWPIPE"})
 
 
 def test_iceberg_tables_as_snowflakes_connectors_ask_for_them():

@@ -194,8 +194,7 @@ class Reader:
 
     def table_settings(self, method: str) -> TableSettings:
         iceberg = self.iceberg_tables()
-        storage = self.choice("floeline.variant.storage", "variant" if method == "SNOWPIPE" else "json",
-                              ("variant", "json"))
+        storage = self.choice("floeline.variant.storage", "json", ("variant", "json"))
         if iceberg and storage == "variant":
             self.problem("floeline.variant.storage", "floeline.variant.storage=variant with Iceberg tables "
                                  "(snowflake.autocreate.table.type=iceberg / snowflake.streaming.iceberg.enabled): "
@@ -207,11 +206,6 @@ class Reader:
                                  "snowflake.streaming.iceberg.enabled) need snowflake.ingestion.method="
                                  "SNOWPIPE_STREAMING, as Snowflake's connector does; remove one of the two")
             iceberg = False
-        if storage == "json" and method == "SNOWPIPE":
-            self.problem("floeline.variant.storage", "floeline.variant.storage=json is not supported with "
-                                 "snowflake.ingestion.method=SNOWPIPE (its pipe loads VARIANT "
-                                 "columns); remove one of the two settings")
-            storage = "variant"
         structured = self.boolean("snowflake.feature.structured.record.metadata.enabled", iceberg)
         if structured and method == "SNOWPIPE":
             self.problem("snowflake.feature.structured.record.metadata.enabled",

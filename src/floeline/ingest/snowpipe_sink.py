@@ -27,8 +27,10 @@ table's load history: a loaded file left behind (crash before step 4) is removed
 failed one is moved to the table stage, a file never loaded is removed.
 
 Only local warehouses: the internal stage is a folder of the warehouse (stage_store.py).
-Tables have RECORD_METADATA and RECORD_CONTENT (VARIANT); an existing table gets them
-added if it lacks them; other columns must allow NULL (they get NULL)."""
+Tables have RECORD_METADATA and RECORD_CONTENT (declared VARIANT; stored as
+floeline.variant.storage says: JSON text by default, so every engine reads them); an
+existing table gets them added if it lacks them, and keeps the form it has; other
+columns must allow NULL (they get NULL)."""
 
 from __future__ import annotations
 
@@ -133,12 +135,14 @@ class SnowpipeSink:
         schema = self.tables.schema(state)
         if ready is not None and schema is not None:
             return ready
+        storage = self.config.table_settings.variant_storage
         if schema is None:
-            tables.create_table(self.spark, ref, [Column(METADATA_COLUMN, "variant"),
-                                               Column(CONTENT_COLUMN, "variant")], evolution=True,
-                                own_checkpoints=True)
+            tables.create_table(self.spark, ref, [tables.in_storage(Column(c, "variant"), storage)
+                                               for c in (METADATA_COLUMN, CONTENT_COLUMN)],
+                                evolution=True, own_checkpoints=True)
             schema = self.tables.schema(state, refresh=True)
-        missing = [Column(c, "variant") for c in (METADATA_COLUMN, CONTENT_COLUMN) if schema.find(c) is None]
+        missing = [tables.in_storage(Column(c, "variant"), storage)
+                   for c in (METADATA_COLUMN, CONTENT_COLUMN) if schema.find(c) is None]
         if missing:  # as the connector: an existing table gets the two columns
             tables.add_columns(self.spark, ref, missing)
             schema = self.tables.schema(state, refresh=True)
@@ -210,7 +214,8 @@ class SnowpipeSink:
         stage, pipe = self._set_up(state)
         batch.phase("set up")
         if lands.expected <= 0:  # only positions move (records replayed, diverted or skipped)
-            commit(self.spark.sql(f"SELECT CAST(NULL AS VARIANT) AS {METADATA_COLUMN}").limit(0),
+            stored = self.tables.schema(state).find(METADATA_COLUMN).type  # VARIANT or JSON text
+            commit(self.spark.sql(f"SELECT CAST(NULL AS {stored}) AS {METADATA_COLUMN}").limit(0),
                    ref, self.config.name, lands.after, self.before_commit)
             state.committed_through(lands.after)
             return 0

@@ -181,6 +181,15 @@ def _name_mapping(schema) -> dict[str, str]:
     return {"schema.name-mapping.default": schema.name_mapping.model_dump_json()}
 
 
+def mirror_if_iceberg(table_path: str, table: str | None = None) -> Mirrored | None:
+    """`mirror` for a table that has Iceberg metadata (a connector made it an Iceberg
+    table), after a statement that rewrote its files (OPTIMIZE, VACUUM): Iceberg
+    readers then see the files Delta keeps, not the ones it removed. None otherwise."""
+    if not os.path.isdir(iceberg_location(table_path)):
+        return None
+    return mirror(table_path, table)
+
+
 def mirror(table_path: str, table: str | None = None) -> Mirrored:
     """Bring the Iceberg metadata of the Delta table at `table_path` (a local path) in
     step with its current Delta snapshot. `table`: its name in messages."""
