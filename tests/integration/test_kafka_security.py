@@ -149,16 +149,21 @@ def test_secrets_never_appear_in_any_output(secure_kafka, tmp_path, topic_name, 
     spark_log = cache_dir() / "spark-driver.log"
     log_start = spark_log.stat().st_size if spark_log.exists() else 0
 
-    outputs = {}
+    outputs, took = {}, {}
     for label, args in [("validate", ("validate", str(good))), ("run", ("run", str(good), "--until-caught-up")),
                         ("status", ("status", str(good))), ("bad run", ("run", str(bad), "--until-caught-up")),
                         ("bad status", ("status", str(bad)))]:
+        started = time.monotonic()
         done = floeline(*args)
+        took[label] = time.monotonic() - started
         outputs[label] = (done.returncode, done.stdout + done.stderr)
     assert outputs["validate"][0] == 0 and outputs["run"][0] == 0, outputs
     assert "rows=40" in outputs["status"][1] and "records=1" in outputs["status"][1], outputs["status"]
     assert outputs["bad run"][0] == 1 and "sasl.jaas.config" in outputs["bad run"][1], outputs["bad run"]
     assert "sasl.jaas.config" in outputs["bad status"][1], outputs["bad status"]
+    # a refused login is known after the first request: status does not wait out the
+    # timeout of each of its Kafka calls (three of them here) to say so
+    assert took["bad status"] < 15, took  # three timeouts took 31 s
     rows = spark.read.format("delta").load(str(warehouse / "FLOELINE" / "PUBLIC" / topic.upper())).count()
     assert rows == 40
 

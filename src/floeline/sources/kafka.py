@@ -423,6 +423,9 @@ class KafkaCluster:
         from confluent_kafka import KafkaException
 
         def attempt():
+            # A login this cluster's clients were refused fails every call at once:
+            # otherwise each request would wait out its timeout before saying so.
+            self.auth_failures.raise_if_any(self.bootstrap, self.security)
             try:
                 return fn(timeout_s)
             except KafkaException:
