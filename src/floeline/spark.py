@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import logging
 import os
 import sys
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from floeline import class_archive, jvm, startup
@@ -264,12 +266,12 @@ def spark_conf(master: str = "local[2]", heap: str = DRIVER_MEMORY) -> dict[str,
     packages = {} if resolved else {"spark.jars.packages": ",".join(PACKAGES),
                                     "spark.jars.excludes": ",".join(EXCLUDES)}
     floeline_jar = _floeline_jar()
+    jars = ([str(token_provider_jar())] + [str(j) for j in s3a_jars()] + floeline_jar
+            + _kafka_reader_jar(resolved) + _table_commits_jar(resolved) + (resolved or []))
     conf = {
         "spark.master": master,
         **packages,
-        "spark.jars": ",".join([str(token_provider_jar())] + [str(j) for j in s3a_jars()]
-                               + floeline_jar + _kafka_reader_jar(resolved) + _table_commits_jar(resolved)
-                               + (resolved or [])),
+        "spark.jars": ",".join(jars),
         **session_defaults(),
         "spark.driver.memory": driver_memory(heap),
         "spark.ui.enabled": "false",
@@ -281,7 +283,24 @@ def spark_conf(master: str = "local[2]", heap: str = DRIVER_MEMORY) -> dict[str,
         conf["spark.driver.bindAddress"] = "127.0.0.1"
     if master == "local" or master.startswith("local["):  # one JVM (not local-cluster)
         conf.update(local_files_conf(floeline_jar))
+        if resolved:
+            conf.update(local_class_path(jars))
     return conf
+
+
+def local_class_path(jars: list[str]) -> dict[str, str]:
+    """The jars on the driver JVM's class path instead of spark.jars, for a local master
+    (whose executor is the driver). Spark's executor copies every spark.jars jar into a
+    temporary folder at the first task (108 MB here, at every start), which a JVM
+    halted when its Python dies (ParentWatch) never deletes: /tmp filled with a copy per
+    `floeline run` or `floeline sql`. On the class path they are read in place, and the
+    start's class archive (class_archive.py) covers their classes too. Spark's own jars
+    come before them, as with spark.jars' class loader (which asks Spark's first): a
+    dependency's older copy of a class Spark has (jackson-databind) stays unused."""
+    spark_jars = str(Path(importlib.util.find_spec("pyspark").submodule_search_locations[0]) / "jars" / "*")
+    ahead = [j for j in jars if Path(j).name.startswith("floeline-jvm-")]
+    rest = [j for j in jars if j not in ahead]
+    return {"spark.jars": "", "spark.driver.extraClassPath": os.pathsep.join(ahead + [spark_jars] + rest)}
 
 
 def local_files_conf(floeline_jar: list[str]) -> dict[str, str]:
@@ -442,6 +461,8 @@ def _local_session(master: str, heap: str):
         os.environ["PYSPARK_PYTHON"] = sys.executable
 
     settings = class_archive.with_archive(spark_conf(master, heap))
+    if master.startswith("local"):
+        settings.update(local_dir_conf())
     startup.note("jars", "resolved by Ivy" if "spark.jars.packages" in settings else "listed, Ivy skipped")
     builder = SparkSession.builder
     for key, value in settings.items():
@@ -451,6 +472,34 @@ def _local_session(master: str, heap: str):
         session = builder.getOrCreate()
     _record_package_jars(session.sparkContext.getConf())
     return session
+
+
+def local_dir_conf(root: Path | None = None) -> dict[str, str]:
+    """Spark's scratch folder (spark.local.dir) for this process alone, under the
+    system's temporary folder, with those of processes that are gone removed first: a
+    JVM halted when its Python dies (ParentWatch) deletes none of its temporary folders,
+    so each killed or ended `floeline` command left a few in /tmp. Nothing when
+    SPARK_LOCAL_DIRS says where Spark's scratch space goes."""
+    if os.environ.get("SPARK_LOCAL_DIRS"):
+        return {}
+    root = root or Path(tempfile.gettempdir()) / f"floeline-spark-{os.getuid()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    for entry in root.iterdir():
+        if entry.name.isdigit() and not _process_alive(int(entry.name)):
+            shutil.rmtree(entry, ignore_errors=True)
+    mine = root / str(os.getpid())
+    mine.mkdir(exist_ok=True)
+    return {"spark.local.dir": str(mine)}
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
 
 
 def _submitted_session():

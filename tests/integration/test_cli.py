@@ -106,8 +106,16 @@ def test_sql_errors_are_one_line_with_the_fix_and_the_trace_in_the_log(tmp_path)
     script = tmp_path / "q.sql"
     script.write_text("SELECT 1 AS a;      -- a comment after it\n-- a comment before the next\n"
                       "SELECT 2 AS b;\nSELECT parse_json('{\"id\": 1}') AS v\n  ORDER BY v:id\n")
-    run = floeline("sql", "-f", str(script), "--warehouse", str(tmp_path / "warehouse"), cwd=tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    run = floeline("sql", "-f", str(script), "--warehouse", str(tmp_path / "warehouse"), cwd=tmp_path,
+                   env={"TMPDIR": str(scratch)})
     assert run.returncode == 1
+    # Spark's scratch space is the process's own folder, and no jar was copied into it
+    # (spark.py: local_dir_conf, local_class_path: 108 MB per start left in /tmp before)
+    (folder,) = (scratch / f"floeline-spark-{os.getuid()}").iterdir()
+    assert folder.name.isdigit() and any(folder.iterdir())
+    assert not list(scratch.rglob("*.jar")), list(scratch.rglob("*.jar"))
     assert [line for line in run.stdout.splitlines() if line.startswith("-- ")] == [
         "-- SELECT 1 AS a", "-- SELECT 2 AS b"]
     assert run.stderr.count("\n") == 1, run.stderr  # one line: no JSON, no JVM stack trace
