@@ -11,7 +11,12 @@ of the wait is Spark's own start on this machine. And each of the two again with
 FLOELINE_CLASS_ARCHIVE=off (class_archive.py: the JVM without set-up's class archive),
 alternating, so the archive's saving is a ratio of the same run.
 
-    .venv/bin/python bench/bench_startup.py [--runs 3]
+    .venv/bin/python bench/bench_startup.py [--runs 3] [--baseline-src DIR]
+
+--baseline-src DIR: instead of the class archive's on/off, alternate with floeline's
+source at DIR (say `git worktree add /tmp/base <commit>`, then /tmp/base/src), both
+with their archive: a change's saving as a ratio of the same run
+(first_row_s=N baseline_first_row_s=N spark_only_s=N baseline_spark_only_s=N ratio=R).
 
 Last line: first_row_s=N spark_only_s=N first_row_no_archive_s=N spark_only_no_archive_s=N
 archive_ratio=R (first_row_s / first_row_no_archive_s) parts: <the median run's first-commit line>.
@@ -42,12 +47,14 @@ print(f"spark ready", flush=True)
 """
 
 
-def _env(archive: bool) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..", "src"),
-            **({} if archive else {"FLOELINE_CLASS_ARCHIVE": "off"})}
+SRC = os.path.join(os.path.dirname(__file__), "..", "src")
 
 
-def one_run(bootstrap: str, work: str, i: int, archive: bool = True) -> tuple[float, str]:
+def _env(archive: bool, src: str = SRC) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": src, **({} if archive else {"FLOELINE_CLASS_ARCHIVE": "off"})}
+
+
+def one_run(bootstrap: str, work: str, i: int, archive: bool = True, src: str = SRC) -> tuple[float, str]:
     topic = f"startup_{int(time.time())}_{i}"
     devkafka.create_topic(bootstrap, topic, partitions=2)
     produce(bootstrap, topic, [{"value": {"order_id": n, "customer": "x", "total": 1.5}} for n in range(5)])
@@ -56,7 +63,7 @@ def one_run(bootstrap: str, work: str, i: int, archive: bool = True) -> tuple[fl
         f.write(f"name=startup{i}\ntopics={topic}\nbootstrap.servers={bootstrap}\n"
                 f"floeline.warehouse={os.path.join(work, 'warehouse')}\nbuffer.flush.time=1\n")
     done = subprocess.run([sys.executable, "-m", "floeline.cli", "run", config, "--until-caught-up"],
-                          capture_output=True, text=True, timeout=900, env=_env(archive))
+                          capture_output=True, text=True, timeout=900, env=_env(archive, src), cwd=src)
     found = _FIRST.search(done.stdout)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"floeline run failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -64,20 +71,63 @@ def one_run(bootstrap: str, work: str, i: int, archive: bool = True) -> tuple[fl
     return float(found.group(1)), found.group(2)
 
 
-def spark_only(archive: bool = True) -> float:
+def spark_only(archive: bool = True, src: str = SRC) -> float:
     started = time.time()
     subprocess.run([sys.executable, "-c", _SPARK_ONLY], check=True, capture_output=True, timeout=900,
-                   env=_env(archive))
+                   env=_env(archive, src), cwd=src)
     return time.time() - started
+
+
+def against_baseline(bootstrap: str, work: str, runs: int, baseline: str) -> None:
+    """This source against `baseline`'s, alternating, each with its class archive."""
+    from floeline.cli import report_class_archive
+
+    import glob
+    import shutil
+
+    from floeline.cache import cache_dir
+
+    # Each source's archive (named by its class path); making one removes the others,
+    # so this source's is kept aside while the baseline's is made, then put back.
+    report_class_archive()
+    folder = cache_dir() / "jvm-class-archive"
+    mine = {path: open(path, "rb").read() for path in glob.glob(str(folder / "spark-*.jsa"))}
+    subprocess.run([sys.executable, "-c", "from floeline.cli import report_class_archive; report_class_archive()"],
+                   check=True, env=_env(True, baseline), cwd=baseline)
+    for path, data in mine.items():
+        if not os.path.exists(path):
+            with open(path + ".tmp", "wb") as f:
+                f.write(data)
+            shutil.move(path + ".tmp", path)
+            os.chmod(path, 0o444)
+    print(f"class archives: {sorted(os.path.basename(p) for p in glob.glob(str(folder / 'spark-*.jsa')))}")
+    one_run(bootstrap, work, -2, src=baseline)
+    firsts, bares, base_firsts, base_bares = [], [], [], []
+    for i in range(runs):
+        firsts.append(one_run(bootstrap, work, i))
+        bares.append(spark_only())
+        base_firsts.append(one_run(bootstrap, work, 200 + i, src=baseline)[0])
+        base_bares.append(spark_only(src=baseline))
+        print(f"spark only: {bares[-1]:.1f} s; baseline: floeline {base_firsts[-1]:.1f} s, "
+              f"spark only {base_bares[-1]:.1f} s", flush=True)
+    median = sorted(firsts)[len(firsts) // 2]
+    base = statistics.median(base_firsts)
+    print(f"first_row_s={median[0]:.1f} baseline_first_row_s={base:.1f} spark_only_s={statistics.median(bares):.1f} "
+          f"baseline_spark_only_s={statistics.median(base_bares):.1f} ratio={median[0] / base:.2f} "
+          f"load={os.getloadavg()[0]:.1f} parts: {median[1]}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--baseline-src", help="floeline's src folder of the baseline to alternate with")
     args = parser.parse_args()
     bootstrap = devkafka.start()
     work = tempfile.mkdtemp(prefix="floeline-startup-")
     one_run(bootstrap, work, -1)  # warm-up: the page cache, Ivy's record of the jars
+    if args.baseline_src:
+        against_baseline(bootstrap, work, args.runs, os.path.abspath(args.baseline_src))
+        return 0
     firsts, bares, plain_firsts, plain_bares = [], [], [], []
     for i in range(args.runs):  # alternating with the baselines
         firsts.append(one_run(bootstrap, work, i))

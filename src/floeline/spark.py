@@ -12,6 +12,8 @@ Ivy's cache, which skips Ivy's resolution (seconds at every start). Two wrinkles
 - Delta's log4j dependencies are excluded: PySpark ships its own log4j.
 spark.jars also carries floeline's own compiled Spark functions (jvm.py) and the s3a
 jars (hadoop-aws and its AWS SDK modules, fetched with Maven at set-up: `s3a_jars`).
+A local master takes the same jars on the driver's class path instead
+(`local_class_path`), and each process's scratch folder is its own (`local_dir_conf`).
 
 Two ways a session starts:
 - `floeline run` (and sql, demo, tests): this module launches Spark's JVM with
