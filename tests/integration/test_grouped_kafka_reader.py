@@ -68,6 +68,15 @@ def test_many_topics_land_once_across_restarts_a_deleted_checkpoint_and_a_switch
         assert headers == {n: f"v{n}" for n in range(48)}
 
 
+def test_the_default_reader_of_this_session_is_floelines(make_config, spark):
+    """The session has floeline's reader jar (on the driver's class path, a local
+    master's way): a config that names no reader reads with it, not Spark's source."""
+    from floeline.jvm import KAFKA_READER_CLASS
+    from floeline.sources.kafka import KafkaSource
+
+    assert KafkaSource(make_config(topics="t"))._reader_format(spark) == KAFKA_READER_CLASS
+
+
 def test_buffer_count_records_bounds_each_batch(kafka, topic_name, make_config, run_connector,
                                                 read_table):
     topic = topic_name("gbounds")

@@ -179,8 +179,9 @@ class KafkaSource:
         return reader.load()
 
     def _reader_format(self, spark) -> str:
-        return reader_format(self.config.kafka_reader, "floeline.kafka.reader" in self.config.raw,
-                             spark.sparkContext.getConf().get("spark.jars", ""))
+        conf = spark.sparkContext.getConf()  # a local session has its jars on the class path
+        jars = ",".join((conf.get("spark.jars", ""), conf.get("spark.driver.extraClassPath", "")))
+        return reader_format(self.config.kafka_reader, "floeline.kafka.reader" in self.config.raw, jars)
 
     def normalize(self, batch):
         return batch.selectExpr(*NORMALIZED_KAFKA)
@@ -298,9 +299,10 @@ def reader_format(reader: str, given: bool, session_jars: str) -> str:
     """The data source of floeline.kafka.reader (`reader`; `given`: set in the config):
     Spark's Kafka source (`spark`: a consumer per topic partition) or floeline's
     (`grouped`: a consumer per task, resources/java/GroupedKafka.java; the same columns and
-    offsets). floeline's needs its jar in the session (`session_jars`: spark.jars), which
-    set-up compiles once Spark's packages are resolved: without it the default falls back
-    to Spark's source, and an explicit `grouped` is an error saying how to get it."""
+    offsets). floeline's needs its jar in the session (`session_jars`: spark.jars and the
+    driver's class path), which set-up compiles once Spark's packages are resolved:
+    without it the default falls back to Spark's source, and an explicit `grouped` is an
+    error saying how to get it."""
     if reader == "spark":
         return "kafka"
     if "floeline-kafka-reader-" in session_jars:
