@@ -3,6 +3,7 @@ run, and the settings a session takes locally and on a cluster (no Spark started
 
 from __future__ import annotations
 
+import os
 import zipfile
 
 import pytest
@@ -140,7 +141,11 @@ def test_a_start_that_resolved_packages_lets_the_next_skip_ivy(set_up, tmp_path)
                                       "spark.submit.pyFiles": ",".join(map(str, ivy))}))
     second = spark.spark_conf()
     assert "spark.jars.packages" not in second and "spark.jars.excludes" not in second
-    assert second["spark.jars"].split(",")[-2:] == [str(j) for j in ivy]
+    # a local master reads them from the driver's class path (spark.local_class_path), a
+    # cluster's executors through spark.jars
+    assert second["spark.jars"] == ""
+    assert second["spark.driver.extraClassPath"].split(os.pathsep)[-2:] == [str(j) for j in ivy]
+    assert spark.spark_conf("spark://h:7077")["spark.jars"].split(",")[-2:] == [str(j) for j in ivy]
     # a start given the listed jars records nothing new; a jar gone from Ivy's cache
     # (cleaned, or another version) makes the next start resolve again
     spark._record_package_jars(_Conf({"spark.jars": second["spark.jars"]}))
