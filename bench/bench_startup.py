@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
@@ -78,43 +79,41 @@ def spark_only(archive: bool = True, src: str = SRC) -> float:
     return time.time() - started
 
 
-def against_baseline(bootstrap: str, work: str, runs: int, baseline: str) -> None:
-    """This source against `baseline`'s, alternating, each with its class archive."""
-    from floeline.cli import report_class_archive
-
-    import glob
-    import shutil
-
-    from floeline.cache import cache_dir
-
-    # Each source's archive (named by its class path); making one removes the others,
-    # so this source's is kept aside while the baseline's is made, then put back.
-    report_class_archive()
-    folder = cache_dir() / "jvm-class-archive"
-    mine = {path: open(path, "rb").read() for path in glob.glob(str(folder / "spark-*.jsa"))}
-    subprocess.run([sys.executable, "-c", "from floeline.cli import report_class_archive; report_class_archive()"],
-                   check=True, env=_env(True, baseline), cwd=baseline)
-    for path, data in mine.items():
-        if not os.path.exists(path):
-            with open(path + ".tmp", "wb") as f:
-                f.write(data)
-            shutil.move(path + ".tmp", path)
-            os.chmod(path, 0o444)
-    print(f"class archives: {sorted(os.path.basename(p) for p in glob.glob(str(folder / 'spark-*.jsa')))}")
-    one_run(bootstrap, work, -2, src=baseline)
-    firsts, bares, base_firsts, base_bares = [], [], [], []
+def alternate(bootstrap: str, work: str, runs: int, other: dict) -> tuple[list, list, list, list]:
+    """`runs` rounds of four fresh processes: floeline run and a bare Spark start as
+    they are, then each with `other` (one_run's and spark_only's keyword arguments: the
+    baseline); returns (first rows, bare starts, the baseline's first rows, its bare starts)."""
+    firsts, bares, other_firsts, other_bares = [], [], [], []
     for i in range(runs):
         firsts.append(one_run(bootstrap, work, i))
         bares.append(spark_only())
-        base_firsts.append(one_run(bootstrap, work, 200 + i, src=baseline)[0])
-        base_bares.append(spark_only(src=baseline))
-        print(f"spark only: {bares[-1]:.1f} s; baseline: floeline {base_firsts[-1]:.1f} s, "
-              f"spark only {base_bares[-1]:.1f} s", flush=True)
-    median = sorted(firsts)[len(firsts) // 2]
-    base = statistics.median(base_firsts)
-    print(f"first_row_s={median[0]:.1f} baseline_first_row_s={base:.1f} spark_only_s={statistics.median(bares):.1f} "
-          f"baseline_spark_only_s={statistics.median(base_bares):.1f} ratio={median[0] / base:.2f} "
-          f"load={os.getloadavg()[0]:.1f} parts: {median[1]}")
+        other_firsts.append(one_run(bootstrap, work, 100 + i, **other)[0])
+        other_bares.append(spark_only(**other))
+        print(f"spark only: {bares[-1]:.1f} s; baseline: floeline {other_firsts[-1]:.1f} s, "
+              f"spark only {other_bares[-1]:.1f} s", flush=True)
+    return firsts, bares, other_firsts, other_bares
+
+
+def keep_both_archives(baseline: str) -> None:
+    """Make this source's class archive and the baseline's (each named by its class path).
+    Making one removes the others, so this source's is put back after the baseline's."""
+    import shutil
+
+    from floeline.cache import cache_dir
+    from floeline.cli import report_class_archive
+
+    report_class_archive()
+    folder = cache_dir() / "jvm-class-archive"
+    aside = Path(tempfile.mkdtemp(prefix="floeline-archives-"))
+    for path in folder.glob("spark-*.jsa"):
+        shutil.copy2(path, aside / path.name)
+    subprocess.run([sys.executable, "-c", "from floeline.cli import report_class_archive; report_class_archive()"],
+                   check=True, env=_env(True, baseline), cwd=baseline)
+    for path in aside.glob("spark-*.jsa"):
+        if not (folder / path.name).exists():
+            shutil.move(path, folder / path.name)
+    shutil.rmtree(aside)
+    print(f"class archives: {sorted(p.name for p in folder.glob('spark-*.jsa'))}")
 
 
 def main() -> int:
@@ -126,22 +125,20 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="floeline-startup-")
     one_run(bootstrap, work, -1)  # warm-up: the page cache, Ivy's record of the jars
     if args.baseline_src:
-        against_baseline(bootstrap, work, args.runs, os.path.abspath(args.baseline_src))
+        baseline = os.path.abspath(args.baseline_src)
+        keep_both_archives(baseline)
+        one_run(bootstrap, work, -2, src=baseline)  # the baseline's warm-up
+        firsts, bares, base_firsts, base_bares = alternate(bootstrap, work, args.runs, {"src": baseline})
+        median, base = sorted(firsts)[len(firsts) // 2], statistics.median(base_firsts)
+        print(f"first_row_s={median[0]:.1f} baseline_first_row_s={base:.1f} "
+              f"spark_only_s={statistics.median(bares):.1f} baseline_spark_only_s={statistics.median(base_bares):.1f} "
+              f"ratio={median[0] / base:.2f} load={os.getloadavg()[0]:.1f} parts: {median[1]}")
         return 0
-    firsts, bares, plain_firsts, plain_bares = [], [], [], []
-    for i in range(args.runs):  # alternating with the baselines
-        firsts.append(one_run(bootstrap, work, i))
-        bares.append(spark_only())
-        plain_firsts.append(one_run(bootstrap, work, 100 + i, archive=False)[0])
-        plain_bares.append(spark_only(archive=False))
-        print(f"spark only: {bares[-1]:.1f} s; without the class archive: floeline {plain_firsts[-1]:.1f} s, "
-              f"spark only {plain_bares[-1]:.1f} s", flush=True)
-    median = sorted(firsts)[len(firsts) // 2]
-    plain = statistics.median(plain_firsts)
-    load = os.getloadavg()[0]
+    firsts, bares, plain_firsts, plain_bares = alternate(bootstrap, work, args.runs, {"archive": False})
+    median, plain = sorted(firsts)[len(firsts) // 2], statistics.median(plain_firsts)
     print(f"first_row_s={median[0]:.1f} spark_only_s={statistics.median(bares):.1f} "
           f"first_row_no_archive_s={plain:.1f} spark_only_no_archive_s={statistics.median(plain_bares):.1f} "
-          f"archive_ratio={median[0] / plain:.2f} load={load:.1f} parts: {median[1]}")
+          f"archive_ratio={median[0] / plain:.2f} load={os.getloadavg()[0]:.1f} parts: {median[1]}")
     return 0
 
 

@@ -287,10 +287,11 @@ def test_every_engine_reads_every_kind_of_table_as_the_page_says(form, spark, tm
         # OPTIMIZE (floeline sql) brought the Iceberg metadata in step: it lists the
         # compacted files Delta keeps, not the ones it removed
         from floeline.warehouse.iceberg_files import read_table
+        from floeline.warehouse.iceberg_mirror import iceberg_location
 
         path = os.path.join(warehouse, "FLOELINE", "PUBLIC", KINDS["after OPTIMIZE"])
         iceberg_files = {os.path.basename(t.file.file_path) for t in read_table(
-            os.path.join(path, "_iceberg")).scan().plan_files()}
+            iceberg_location(path)).scan().plan_files()}
         delta_files = {os.path.basename(f) for f in spark.read.format("delta").load(path).inputFiles()}
         assert iceberg_files == delta_files and len(delta_files) == 1, (iceberg_files, delta_files)
     if form == "default":  # every reader reads every kind but column mapping, which only delta-rs SQL of the rest reads
